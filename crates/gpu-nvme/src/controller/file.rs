@@ -1,0 +1,786 @@
+//! `FileController`: a real NVMe controller whose namespace is a file or a block device.
+//!
+//! Worker threads poll the SQs assigned to them (SQ `y` belongs to worker `y % workers`),
+//! fetch every new entry at each doorbell, execute the batch against the backing store, wait
+//! for the batch's copies into GPU memory, and post the completions. The store is reached with
+//! io_uring (one ring a worker, the whole batch in one submission), with pread/pwrite
+//! (optionally O_DIRECT), or through a shared mapping (fastest for RAM-backed files).
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_utils::Backoff;
+
+use crate::cuda::Gpu;
+use crate::memory::DmaMap;
+use crate::queue::ControllerQueue;
+use crate::spec::{
+    IdentifyController, IoOpcode, LbaFormat, NamespaceGeometry, Status, SubmissionEntry,
+};
+
+use super::admin::{AdminConfig, run_admin_queue};
+use super::data::{DataPath, GpuCopier, MAX_TRANSFER};
+use super::{Controller, ControllerError, ControllerStats, Registers, StatsCounters};
+
+/// How workers reach the backing file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FileBackend {
+    /// pread/pwrite system calls, one per segment.
+    Psync,
+    /// io_uring: each fetched batch goes down in one submission.
+    #[default]
+    Uring,
+    /// A shared mapping of the file: reads and writes are memory copies.
+    Mmap,
+}
+
+impl std::str::FromStr for FileBackend {
+    type Err = ControllerError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "psync" => Ok(Self::Psync),
+            "uring" | "io_uring" => Ok(Self::Uring),
+            "mmap" => Ok(Self::Mmap),
+            _ => Err(ControllerError::Config(format!(
+                "unknown file backend {s:?} (psync, uring, mmap)"
+            ))),
+        }
+    }
+}
+
+/// Settings of a [`FileController`].
+#[derive(Debug, Clone)]
+pub struct FileControllerConfig {
+    /// The namespace: a regular file or a block device.
+    pub path: PathBuf,
+    /// LBA size, 512 or 4096.
+    pub lba_size: u32,
+    /// Namespace size in blocks; `None` uses the whole file.
+    pub capacity_blocks: Option<u64>,
+    /// Worker threads polling SQs.
+    pub workers: usize,
+    /// I/O queues the controller supports.
+    pub max_io_queues: u16,
+    /// How the file is reached.
+    pub backend: FileBackend,
+    /// Open with O_DIRECT (psync and uring backends).
+    pub direct: bool,
+    /// Control path only: commands are validated and completed, no data moves.
+    pub null_data: bool,
+    /// Most SQEs fetched at one doorbell.
+    pub max_batch: usize,
+    /// GPU whose threads ring the doorbells and whose memory PRPs may name.
+    pub gpu: Option<Gpu>,
+}
+
+impl FileControllerConfig {
+    /// Defaults for `path`: 4 KiB LBAs, whole file, 2 workers, 64 queues, io_uring.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self {
+            path: path.into(),
+            lba_size: 4096,
+            capacity_blocks: None,
+            workers: 2,
+            max_io_queues: 64,
+            backend: FileBackend::default(),
+            direct: false,
+            null_data: false,
+            max_batch: 1024,
+            gpu: None,
+        }
+    }
+}
+
+/// A worker's mailbox: queues to take over and queues to drop.
+#[derive(Debug, Default)]
+struct Inbox {
+    add: Vec<ControllerQueue>,
+    remove: Vec<u16>,
+}
+
+#[derive(Debug, Default)]
+struct WorkerSlot {
+    inbox: Mutex<Inbox>,
+    dirty: AtomicBool,
+    /// Number of inbox changes the worker has applied.
+    applied: AtomicU64,
+    /// Number of inbox changes requested.
+    requested: AtomicU64,
+}
+
+/// A controller over a file or block device. See the module docs.
+#[derive(Debug)]
+pub struct FileController {
+    config: FileControllerConfig,
+    store: Arc<Store>,
+    geometry: NamespaceGeometry,
+    registers: Registers,
+    dma: DmaMap,
+    stats: StatsCounters,
+    workers: Vec<WorkerSlot>,
+    running: AtomicBool,
+    stop: Arc<AtomicBool>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl FileController {
+    /// Opens the namespace and allocates the registers. Threads start with [`Controller::start`].
+    pub fn new(config: FileControllerConfig) -> Result<Arc<Self>, ControllerError> {
+        if config.workers == 0 || config.workers > 1024 {
+            return Err(ControllerError::Config(format!(
+                "workers must be 1..=1024, got {}",
+                config.workers
+            )));
+        }
+        if config.max_batch == 0 {
+            return Err(ControllerError::Config(
+                "max_batch must be at least 1".into(),
+            ));
+        }
+        let ns_err = |reason: String| ControllerError::Namespace {
+            path: config.path.display().to_string(),
+            reason,
+        };
+        let store = Store::open(&config).map_err(|e| ns_err(e.to_string()))?;
+        let file_blocks = store.len / u64::from(config.lba_size);
+        let blocks = config.capacity_blocks.unwrap_or(file_blocks);
+        if blocks == 0 || blocks > file_blocks {
+            return Err(ns_err(format!(
+                "{} bytes hold {file_blocks} blocks of {} bytes; {blocks} requested",
+                store.len, config.lba_size
+            )));
+        }
+        let geometry = LbaFormat::from_block_size(config.lba_size)
+            .and_then(|f| NamespaceGeometry::new(f, blocks))
+            .map_err(|e| ns_err(e.to_string()))?;
+        let registers = Registers::new(config.max_io_queues, config.gpu.as_ref())?;
+        let workers = (0..config.workers).map(|_| WorkerSlot::default()).collect();
+        Ok(Arc::new(Self {
+            store: Arc::new(store),
+            geometry,
+            registers,
+            dma: DmaMap::new(),
+            stats: StatsCounters::default(),
+            workers,
+            running: AtomicBool::new(false),
+            stop: Arc::new(AtomicBool::new(false)),
+            threads: Mutex::new(Vec::new()),
+            config,
+        }))
+    }
+
+    fn worker_of(&self, sqid: u16) -> &WorkerSlot {
+        &self.workers[usize::from(sqid) % self.workers.len()]
+    }
+
+    /// Starts the admin thread and the workers.
+    fn spawn(this: &Arc<Self>, admin: AdminConfig) -> Result<(), ControllerError> {
+        if this.running.swap(true, Ordering::AcqRel) {
+            return Err(ControllerError::State("already running"));
+        }
+        this.stop.store(false, Ordering::Release);
+        let mut threads = this.threads.lock().unwrap_or_else(|e| e.into_inner());
+        let ctrl = Arc::clone(this);
+        threads.push(
+            std::thread::Builder::new()
+                .name("nvme-admin".into())
+                .spawn(move || {
+                    if let Err(e) = run_admin_queue(ctrl.as_ref(), admin, &ctrl.stop) {
+                        tracing::error!("admin queue stopped: {e}");
+                    }
+                })
+                .map_err(ControllerError::Io)?,
+        );
+        for index in 0..this.workers.len() {
+            let ctrl = Arc::clone(this);
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("nvme-worker-{index}"))
+                    .spawn(move || ctrl.run_worker(index))
+                    .map_err(ControllerError::Io)?,
+            );
+        }
+        Ok(())
+    }
+
+    fn run_worker(&self, index: usize) {
+        let slot = &self.workers[index];
+        let copier = match &self.config.gpu {
+            Some(gpu) => match GpuCopier::new(gpu) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    tracing::error!("worker {index}: no GPU copier: {e}");
+                    None
+                }
+            },
+            None => None,
+        };
+        let mut path = DataPath::new(&self.dma, copier);
+        let mut exec = Executor::new(&self.store, &self.config, self.geometry);
+        let mut queues: Vec<ControllerQueue> = Vec::new();
+        let mut batch: Vec<SubmissionEntry> = Vec::with_capacity(self.config.max_batch);
+        let mut results: Vec<(u16, Status)> = Vec::with_capacity(self.config.max_batch);
+        let mut idle = 0u32;
+        while !self.stop.load(Ordering::Relaxed) {
+            if slot.dirty.swap(false, Ordering::AcqRel) {
+                let mut inbox = slot.inbox.lock().unwrap_or_else(|e| e.into_inner());
+                queues.append(&mut inbox.add);
+                let remove = std::mem::take(&mut inbox.remove);
+                queues.retain(|q| !remove.contains(&q.sqid));
+                slot.applied
+                    .store(slot.requested.load(Ordering::Acquire), Ordering::Release);
+            }
+            let mut did = 0;
+            for q in &mut queues {
+                batch.clear();
+                if q.fetch(&mut batch, self.config.max_batch) == 0 {
+                    continue;
+                }
+                did += batch.len();
+                let began = std::time::Instant::now();
+                results.clear();
+                path.refresh(); // one load: picks up buffers registered since the last batch
+                exec.run_batch(&batch, &mut path, &mut results, &self.stats);
+                let flushed = path.finish();
+                for &(cid, status) in &results {
+                    let status = match (&flushed, status.is_success()) {
+                        (Err(e), true) => *e,
+                        _ => status,
+                    };
+                    let backoff = Backoff::new();
+                    while !q.post(cid, status, 0) {
+                        if self.stop.load(Ordering::Relaxed) {
+                            return;
+                        }
+                        backoff.snooze();
+                    }
+                }
+                self.stats.batches.fetch_add(1, Ordering::Relaxed);
+                self.stats
+                    .busy_ns
+                    .fetch_add(began.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            }
+            if did == 0 {
+                idle = idle.saturating_add(1);
+                if idle > 20_000 {
+                    std::thread::sleep(Duration::from_micros(20));
+                } else if idle > 2_000 {
+                    std::thread::yield_now();
+                } else {
+                    std::hint::spin_loop();
+                }
+            } else {
+                idle = 0;
+            }
+        }
+    }
+
+    fn request(&self, sqid: u16, change: impl FnOnce(&mut Inbox)) {
+        let slot = self.worker_of(sqid);
+        let target = {
+            let mut inbox = slot.inbox.lock().unwrap_or_else(|e| e.into_inner());
+            change(&mut inbox);
+            slot.requested.fetch_add(1, Ordering::AcqRel) + 1
+        };
+        slot.dirty.store(true, Ordering::Release);
+        let backoff = Backoff::new();
+        while slot.applied.load(Ordering::Acquire) < target && !self.stop.load(Ordering::Acquire) {
+            backoff.snooze();
+        }
+    }
+}
+
+impl Controller for FileController {
+    fn registers(&self) -> &Registers {
+        &self.registers
+    }
+
+    fn dma(&self) -> &DmaMap {
+        &self.dma
+    }
+
+    fn namespace(&self, nsid: u32) -> Option<NamespaceGeometry> {
+        (nsid == 1).then_some(self.geometry)
+    }
+
+    fn identify(&self) -> IdentifyController {
+        super::software_identify("gpu-nvme file controller", "GNFILE0001")
+    }
+
+    fn start(self: Arc<Self>, admin: AdminConfig) -> Result<(), ControllerError> {
+        Self::spawn(&self, admin)
+    }
+
+    fn stop(&self) {
+        self.stop.store(true, Ordering::Release);
+        let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
+        for t in threads {
+            let _ = t.join();
+        }
+        self.running.store(false, Ordering::Release);
+    }
+
+    fn attach_queue(&self, queue: ControllerQueue) -> Result<(), ControllerError> {
+        if !self.running.load(Ordering::Acquire) {
+            return Err(ControllerError::State("not running"));
+        }
+        let sqid = queue.sqid;
+        self.request(sqid, |inbox| inbox.add.push(queue));
+        Ok(())
+    }
+
+    fn detach_queue(&self, sqid: u16) -> Result<(), ControllerError> {
+        self.request(sqid, |inbox| inbox.remove.push(sqid));
+        Ok(())
+    }
+
+    fn stats(&self) -> ControllerStats {
+        self.stats.snapshot()
+    }
+}
+
+impl Drop for FileController {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+    }
+}
+
+/// The backing file, opened as configured.
+#[derive(Debug)]
+struct Store {
+    file: File,
+    len: u64,
+    map: Option<Mapping>,
+}
+
+#[derive(Debug)]
+struct Mapping {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is shared file memory; concurrent access to distinct LBAs is the normal
+// case, and overlapping writes race exactly as they would on a real SSD.
+unsafe impl Send for Mapping {}
+// SAFETY: as above.
+unsafe impl Sync for Mapping {}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: ptr/len came from a successful mmap and nothing uses them any more.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+impl Store {
+    fn open(config: &FileControllerConfig) -> io::Result<Self> {
+        if config.lba_size != 512 && config.lba_size != 4096 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "LBA size must be 512 or 4096",
+            ));
+        }
+        let mut opts = OpenOptions::new();
+        opts.read(true).write(true);
+        if config.direct && config.backend != FileBackend::Mmap {
+            opts.custom_flags(libc::O_DIRECT);
+        }
+        let file = opts.open(&config.path)?;
+        let len = {
+            use std::io::Seek;
+            (&file).seek(io::SeekFrom::End(0))?
+        };
+        let map = if config.backend == FileBackend::Mmap && len > 0 {
+            let size =
+                usize::try_from(len).map_err(|_| io::Error::other("file too large to map"))?;
+            // SAFETY: a fresh shared mapping of an open file; checked for MAP_FAILED below.
+            let ptr = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    size,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED | libc::MAP_POPULATE,
+                    std::os::fd::AsRawFd::as_raw_fd(&file),
+                    0,
+                )
+            };
+            if ptr == libc::MAP_FAILED {
+                return Err(io::Error::last_os_error());
+            }
+            Some(Mapping {
+                ptr: ptr.cast(),
+                len: size,
+            })
+        } else {
+            None
+        };
+        Ok(Self { file, len, map })
+    }
+
+    fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
+        match &self.map {
+            Some(m) => {
+                let off = self.check(off, buf.len(), m)?;
+                // SAFETY: off + len <= mapping length (checked); the mapping lives as long as
+                // the store, and concurrent writers race as they would on a real SSD.
+                let src = unsafe { std::slice::from_raw_parts(m.ptr.add(off), buf.len()) };
+                buf.copy_from_slice(src);
+                Ok(())
+            }
+            None => self.file.read_exact_at(buf, off),
+        }
+    }
+
+    fn write_at(&self, buf: &[u8], off: u64) -> io::Result<()> {
+        match &self.map {
+            Some(m) => {
+                let off = self.check(off, buf.len(), m)?;
+                // SAFETY: off + len <= mapping length (checked).
+                unsafe { std::ptr::copy_nonoverlapping(buf.as_ptr(), m.ptr.add(off), buf.len()) };
+                Ok(())
+            }
+            None => self.file.write_all_at(buf, off),
+        }
+    }
+
+    fn check(&self, off: u64, len: usize, m: &Mapping) -> io::Result<usize> {
+        let off = usize::try_from(off).map_err(|_| io::Error::other("offset"))?;
+        match off.checked_add(len) {
+            Some(end) if end <= m.len => Ok(off),
+            _ => Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "beyond the mapping",
+            )),
+        }
+    }
+
+    fn flush(&self) -> io::Result<()> {
+        if let Some(m) = &self.map {
+            // SAFETY: the whole live mapping.
+            if unsafe { libc::msync(m.ptr.cast(), m.len, libc::MS_SYNC) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        self.file.sync_data()
+    }
+
+    /// Makes the range read as zeros: punches a hole, or writes zeros where holes are refused.
+    fn zero_range(&self, off: u64, len: u64) -> io::Result<()> {
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&self.file);
+        let (Ok(o), Ok(l)) = (libc::off_t::try_from(off), libc::off_t::try_from(len)) else {
+            return Err(io::Error::other("range"));
+        };
+        // SAFETY: plain system call on our descriptor.
+        let rc = unsafe {
+            libc::fallocate(
+                fd,
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                o,
+                l,
+            )
+        };
+        if rc == 0 {
+            return Ok(());
+        }
+        let zeros = vec![0u8; 1 << 20];
+        let mut done = 0u64;
+        while done < len {
+            let n = (len - done).min(zeros.len() as u64) as usize;
+            self.write_at(&zeros[..n], off + done)?;
+            done += n as u64;
+        }
+        Ok(())
+    }
+}
+
+/// Executes I/O commands of one worker against the store.
+struct Executor<'a> {
+    store: &'a Store,
+    geometry: NamespaceGeometry,
+    null_data: bool,
+    direct: bool,
+    aligned: Vec<u8>,
+    uring: Option<uring::Batch>,
+}
+
+impl<'a> Executor<'a> {
+    fn new(store: &'a Store, config: &FileControllerConfig, geometry: NamespaceGeometry) -> Self {
+        let uring = (config.backend == FileBackend::Uring && !config.null_data)
+            .then(|| uring::Batch::new(config.max_batch))
+            .and_then(|r| match r {
+                Ok(b) => Some(b),
+                Err(e) => {
+                    tracing::warn!("io_uring unavailable ({e}); falling back to pread/pwrite");
+                    None
+                }
+            });
+        Self {
+            store,
+            geometry,
+            null_data: config.null_data,
+            direct: config.direct,
+            aligned: Vec::new(),
+            uring,
+        }
+    }
+
+    fn run_batch(
+        &mut self,
+        batch: &[SubmissionEntry],
+        path: &mut DataPath<'_>,
+        results: &mut Vec<(u16, Status)>,
+        stats: &StatsCounters,
+    ) {
+        let base = results.len();
+        for (index, sqe) in batch.iter().enumerate() {
+            if let Some(ring) = self.uring.as_mut()
+                && let Ok(Prepared::Rw { write, off, len }) = prepare(sqe, self.geometry)
+            {
+                let direct = self.direct;
+                match path.segments(sqe, len) {
+                    Ok(segs) if uring::reachable(&segs, direct) => {
+                        ring.push(base + index, write, off, len, &segs);
+                        results.push((sqe.cid(), Status::SUCCESS));
+                        continue;
+                    }
+                    _ => {}
+                }
+            }
+            let status = self.execute(sqe, path, stats);
+            results.push((sqe.cid(), status));
+        }
+        if let Some(ring) = self.uring.as_mut() {
+            ring.complete(&self.store.file, results, stats);
+        }
+        stats
+            .commands
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        let errors = results.iter().filter(|(_, s)| !s.is_success()).count();
+        if errors > 0 {
+            stats.errors.fetch_add(errors as u64, Ordering::Relaxed);
+        }
+    }
+
+    fn execute(
+        &mut self,
+        sqe: &SubmissionEntry,
+        path: &mut DataPath<'_>,
+        stats: &StatsCounters,
+    ) -> Status {
+        match prepare(sqe, self.geometry) {
+            Err(status) => status,
+            Ok(Prepared::Flush) => {
+                if self.null_data {
+                    return Status::SUCCESS;
+                }
+                self.store
+                    .flush()
+                    .map_or_else(|_| Status::write_fault(), |()| Status::SUCCESS)
+            }
+            Ok(Prepared::Zero { off, len }) => {
+                if self.null_data {
+                    return Status::SUCCESS;
+                }
+                self.store
+                    .zero_range(off, len)
+                    .map_or_else(|_| Status::write_fault(), |()| Status::SUCCESS)
+            }
+            Ok(Prepared::Deallocate { ranges }) => self.deallocate(sqe, ranges, path),
+            Ok(Prepared::Rw { write, off, len }) => {
+                if self.null_data {
+                    return Status::SUCCESS; // control path only: the data pointer is not used
+                }
+                let segs = match path.segments(sqe, len) {
+                    Ok(s) => s,
+                    Err(status) => return status,
+                };
+                let (store, direct, aligned) = (self.store, self.direct, &mut self.aligned);
+                let result = if write {
+                    path.write_from(&segs, |pos, data| {
+                        write_aligned(direct, aligned, store, data, off + pos)
+                    })
+                } else {
+                    path.read_into(&segs, |pos, buf| {
+                        read_aligned(direct, aligned, store, buf, off + pos)
+                    })
+                };
+                match result {
+                    Ok(()) => {
+                        let (ops, bytes) = if write {
+                            (&stats.writes, &stats.bytes_written)
+                        } else {
+                            (&stats.reads, &stats.bytes_read)
+                        };
+                        ops.fetch_add(1, Ordering::Relaxed);
+                        bytes.fetch_add(len, Ordering::Relaxed);
+                        Status::SUCCESS
+                    }
+                    Err(status) if status == Status::data_transfer_error() => {
+                        if write {
+                            Status::write_fault()
+                        } else {
+                            Status::unrecovered_read_error()
+                        }
+                    }
+                    Err(status) => status,
+                }
+            }
+        }
+    }
+
+    fn deallocate(
+        &mut self,
+        sqe: &SubmissionEntry,
+        ranges: u32,
+        path: &mut DataPath<'_>,
+    ) -> Status {
+        if ranges == 0 {
+            return Status::SUCCESS;
+        }
+        let len = u64::from(ranges) * 16;
+        let segs = match path.segments(sqe, len) {
+            Ok(s) => s,
+            Err(status) => return status,
+        };
+        let mut list = vec![0u8; len as usize];
+        if let Err(status) = path.write_from(&segs, |pos, data| {
+            list[pos as usize..pos as usize + data.len()].copy_from_slice(data);
+            Ok(())
+        }) {
+            return status;
+        }
+        let mut todo = Vec::with_capacity(ranges as usize);
+        for r in list.chunks_exact(16) {
+            let nlb = u32::from_le_bytes(r[4..8].try_into().unwrap_or_default());
+            let slba = u64::from_le_bytes(r[8..16].try_into().unwrap_or_default());
+            if nlb == 0 {
+                continue;
+            }
+            match self.geometry.byte_range(slba, u64::from(nlb)) {
+                Ok(range) => todo.push(range),
+                Err(_) => return Status::lba_out_of_range(),
+            }
+        }
+        if self.null_data {
+            return Status::SUCCESS;
+        }
+        for (off, len) in todo {
+            if self.store.zero_range(off, len).is_err() {
+                return Status::write_fault();
+            }
+        }
+        Status::SUCCESS
+    }
+}
+
+/// Writes `data`, through a block-aligned copy when O_DIRECT needs one.
+fn write_aligned(
+    direct: bool,
+    aligned: &mut Vec<u8>,
+    store: &Store,
+    data: &[u8],
+    off: u64,
+) -> io::Result<()> {
+    if !direct || is_aligned(data.as_ptr(), data.len()) {
+        return store.write_at(data, off);
+    }
+    let scratch = aligned_scratch(aligned, data.len());
+    scratch.copy_from_slice(data);
+    store.write_at(scratch, off)
+}
+
+/// Reads into `buf`, through a block-aligned copy when O_DIRECT needs one.
+fn read_aligned(
+    direct: bool,
+    aligned: &mut Vec<u8>,
+    store: &Store,
+    buf: &mut [u8],
+    off: u64,
+) -> io::Result<()> {
+    if !direct || is_aligned(buf.as_ptr(), buf.len()) {
+        return store.read_at(buf, off);
+    }
+    let len = buf.len();
+    let scratch = aligned_scratch(aligned, len);
+    store.read_at(scratch, off)?;
+    buf.copy_from_slice(scratch);
+    Ok(())
+}
+
+fn is_aligned(ptr: *const u8, len: usize) -> bool {
+    (ptr as usize).is_multiple_of(4096) && len.is_multiple_of(512)
+}
+
+/// A 4096-aligned scratch slice of `len` bytes inside `buf`.
+fn aligned_scratch(buf: &mut Vec<u8>, len: usize) -> &mut [u8] {
+    if buf.len() < len + 4096 {
+        buf.resize(len + 4096, 0);
+    }
+    let skew = buf.as_ptr().align_offset(4096);
+    &mut buf[skew..skew + len]
+}
+
+/// A validated I/O command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Prepared {
+    /// Read (`write == false`) or Write of `len` bytes at byte offset `off`.
+    Rw { write: bool, off: u64, len: u64 },
+    /// Flush.
+    Flush,
+    /// Write Zeroes of a byte range.
+    Zero { off: u64, len: u64 },
+    /// Dataset Management with `ranges` ranges to deallocate.
+    Deallocate { ranges: u32 },
+}
+
+/// Checks opcode, namespace, LBA range and transfer size of an I/O command.
+pub(crate) fn prepare(
+    sqe: &SubmissionEntry,
+    geometry: NamespaceGeometry,
+) -> Result<Prepared, Status> {
+    let Ok(op) = IoOpcode::try_from(sqe.opcode()) else {
+        return Err(Status::invalid_opcode());
+    };
+    let broadcast = sqe.nsid == u32::MAX && op == IoOpcode::Flush;
+    if sqe.nsid != 1 && !broadcast {
+        return Err(Status::invalid_namespace());
+    }
+    match op {
+        IoOpcode::Flush => Ok(Prepared::Flush),
+        IoOpcode::Read | IoOpcode::Write => {
+            let (off, len) = geometry
+                .byte_range(sqe.slba(), u64::from(sqe.block_count()))
+                .map_err(|_| Status::lba_out_of_range())?;
+            if len > MAX_TRANSFER {
+                return Err(Status::invalid_field());
+            }
+            Ok(Prepared::Rw {
+                write: op == IoOpcode::Write,
+                off,
+                len,
+            })
+        }
+        IoOpcode::WriteZeroes => {
+            let (off, len) = geometry
+                .byte_range(sqe.slba(), u64::from(sqe.block_count()))
+                .map_err(|_| Status::lba_out_of_range())?;
+            Ok(Prepared::Zero { off, len })
+        }
+        IoOpcode::DatasetManagement => {
+            // Only deallocation (AD, cdw11 bit 2) changes anything; hints are accepted.
+            let ranges = (sqe.cdw10 & 0xff) + 1;
+            if sqe.cdw11 & 0b100 == 0 {
+                return Ok(Prepared::Deallocate { ranges: 0 });
+            }
+            Ok(Prepared::Deallocate { ranges })
+        }
+    }
+}
+
+mod uring;

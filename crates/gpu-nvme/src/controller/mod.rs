@@ -1,0 +1,222 @@
+//! The `Controller` trait and what every software NVMe controller shares: the register file
+//! (doorbells), the DMA map, the admin queue, statistics and data movement.
+//!
+//! A controller is whoever consumes queue pairs. It is reached exactly as hardware is: the host
+//! configures the admin queue (AQA/ASQ/ACQ), then creates I/O queues with admin commands whose
+//! PRPs name the rings; from then on only doorbells and ring memory pass between the two sides.
+
+pub mod admin;
+pub mod data;
+pub mod file;
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use crate::cuda::Gpu;
+use crate::memory::{DmaMap, HostRegion, MemoryError};
+use crate::queue::ControllerQueue;
+use crate::spec::{AsciiText, IdentifyController, NamespaceGeometry, Nqn};
+
+pub use admin::AdminConfig;
+pub use file::{FileBackend, FileController, FileControllerConfig};
+
+/// Identify Controller data of one of our software controllers (one namespace).
+pub fn software_identify(model: &str, serial: &str) -> IdentifyController {
+    let text = |s: &str| {
+        s.chars()
+            .filter(|c| c.is_ascii_graphic() || *c == ' ')
+            .collect::<String>()
+    };
+    IdentifyController::new(
+        AsciiText::new(&text(serial)).unwrap_or_default(),
+        AsciiText::new(&text(model)).unwrap_or_default(),
+        AsciiText::new(env!("CARGO_PKG_VERSION")).unwrap_or_default(),
+        Nqn::new("nqn.2026-11.org.gpu-storage:nvme").unwrap_or_default(),
+        1,
+    )
+}
+
+/// Errors of controller set-up and management.
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    /// the namespace file could not be opened or is unusable
+    #[error("namespace {path}: {reason}")]
+    Namespace {
+        /// the file or device
+        path: String,
+        /// what is wrong
+        reason: String,
+    },
+    /// a configuration value is out of range
+    #[error("invalid controller configuration: {0}")]
+    Config(String),
+    /// queue id already in use, unknown, or beyond the controller's limit
+    #[error("invalid queue id {0}")]
+    QueueId(u16),
+    /// the controller is not running (or already running)
+    #[error("controller state: {0}")]
+    State(&'static str),
+    /// memory for registers could not be allocated
+    #[error(transparent)]
+    Memory(#[from] MemoryError),
+    /// an I/O error of the backing file
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// The doorbell registers: `u32` words, SQ `y` tail at index `2y`, CQ `y` head at `2y + 1`
+/// (NVMe's layout with a doorbell stride of 4 bytes). Page-locked and mapped into the GPU when
+/// GPU threads ring them.
+#[derive(Debug)]
+pub struct Registers {
+    region: HostRegion,
+    max_queues: u16,
+}
+
+impl Registers {
+    /// Doorbells for the admin queue and `max_io_queues` I/O queues.
+    pub fn new(max_io_queues: u16, gpu: Option<&Gpu>) -> Result<Self, ControllerError> {
+        if max_io_queues == 0 {
+            return Err(ControllerError::Config(
+                "at least one I/O queue is needed".into(),
+            ));
+        }
+        let words = 2 * (usize::from(max_io_queues) + 1);
+        Ok(Self {
+            region: HostRegion::new(words * 4, gpu)?,
+            max_queues: max_io_queues,
+        })
+    }
+
+    /// Number of I/O queues the controller supports.
+    pub fn max_io_queues(&self) -> u16 {
+        self.max_queues
+    }
+
+    fn word(&self, index: usize) -> *const AtomicU32 {
+        // SAFETY: callers pass index < 2 * (max_queues + 1), inside the region.
+        unsafe { self.region.host_ptr().add(index * 4).cast::<AtomicU32>() }
+    }
+
+    fn check(&self, qid: u16) -> Result<(), ControllerError> {
+        if qid > self.max_queues {
+            return Err(ControllerError::QueueId(qid));
+        }
+        Ok(())
+    }
+
+    /// Host address of SQ `qid`'s tail doorbell.
+    pub fn sq_tail(&self, qid: u16) -> Result<*const AtomicU32, ControllerError> {
+        self.check(qid)?;
+        Ok(self.word(2 * usize::from(qid)))
+    }
+
+    /// Host address of CQ `qid`'s head doorbell.
+    pub fn cq_head(&self, qid: u16) -> Result<*const AtomicU32, ControllerError> {
+        self.check(qid)?;
+        Ok(self.word(2 * usize::from(qid) + 1))
+    }
+
+    /// GPU addresses of (SQ tail, CQ head) doorbells of `qid`, when mapped into a GPU.
+    pub fn gpu_doorbells(&self, qid: u16) -> Option<(u64, u64)> {
+        self.check(qid).ok()?;
+        let base = self.region.gpu_ptr()?;
+        Some((base + 8 * u64::from(qid), base + 8 * u64::from(qid) + 4))
+    }
+
+    /// Zeroes both doorbells of `qid` (queue creation and deletion).
+    pub fn reset(&self, qid: u16) -> Result<(), ControllerError> {
+        // SAFETY: both words are inside the live region.
+        unsafe {
+            (*self.sq_tail(qid)?).store(0, Ordering::Release);
+        }
+        // SAFETY: as above.
+        unsafe {
+            (*self.cq_head(qid)?).store(0, Ordering::Release);
+        }
+        Ok(())
+    }
+}
+
+/// Counters every controller keeps.
+#[derive(Debug, Default)]
+pub struct StatsCounters {
+    /// Commands completed (any status).
+    pub commands: AtomicU64,
+    /// Read commands completed successfully.
+    pub reads: AtomicU64,
+    /// Write commands completed successfully.
+    pub writes: AtomicU64,
+    /// Bytes read.
+    pub bytes_read: AtomicU64,
+    /// Bytes written.
+    pub bytes_written: AtomicU64,
+    /// Commands completed with an error status.
+    pub errors: AtomicU64,
+    /// Batches fetched (one doorbell read that found work).
+    pub batches: AtomicU64,
+    /// Nanoseconds workers spent executing batches (the rest of their time is polling).
+    pub busy_ns: AtomicU64,
+}
+
+impl StatsCounters {
+    /// A snapshot.
+    pub fn snapshot(&self) -> ControllerStats {
+        ControllerStats {
+            commands: self.commands.load(Ordering::Relaxed),
+            reads: self.reads.load(Ordering::Relaxed),
+            writes: self.writes.load(Ordering::Relaxed),
+            bytes_read: self.bytes_read.load(Ordering::Relaxed),
+            bytes_written: self.bytes_written.load(Ordering::Relaxed),
+            errors: self.errors.load(Ordering::Relaxed),
+            batches: self.batches.load(Ordering::Relaxed),
+            busy_ns: self.busy_ns.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A snapshot of [`StatsCounters`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ControllerStats {
+    /// Commands completed (any status).
+    pub commands: u64,
+    /// Read commands completed successfully.
+    pub reads: u64,
+    /// Write commands completed successfully.
+    pub writes: u64,
+    /// Bytes read.
+    pub bytes_read: u64,
+    /// Bytes written.
+    pub bytes_written: u64,
+    /// Commands completed with an error status.
+    pub errors: u64,
+    /// Batches fetched (one doorbell read that found work).
+    pub batches: u64,
+    /// Nanoseconds workers spent executing batches.
+    pub busy_ns: u64,
+}
+
+/// An NVMe controller implemented in software.
+///
+/// Queue pairs are attached through the admin queue (Create I/O CQ/SQ), which calls
+/// [`Controller::attach_queue`]; drivers never call it directly. Every implementation must pass
+/// the conformance suite in `tests/conformance.rs`.
+pub trait Controller: Send + Sync + std::fmt::Debug {
+    /// The doorbell registers.
+    fn registers(&self) -> &Registers;
+    /// The bus address space the controller may reach.
+    fn dma(&self) -> &DmaMap;
+    /// Geometry of namespace `nsid` (1-based), if it exists.
+    fn namespace(&self, nsid: u32) -> Option<NamespaceGeometry>;
+    /// Identify Controller data.
+    fn identify(&self) -> IdentifyController;
+    /// Enables the controller with the given admin queue (CC.EN = 1) and starts its threads.
+    fn start(self: std::sync::Arc<Self>, admin: AdminConfig) -> Result<(), ControllerError>;
+    /// Stops all threads (CC.EN = 0); queues are forgotten.
+    fn stop(&self);
+    /// Takes over an I/O queue pair created by the admin queue.
+    fn attach_queue(&self, queue: ControllerQueue) -> Result<(), ControllerError>;
+    /// Releases I/O queue pair `sqid`; returns once no worker touches it any more.
+    fn detach_queue(&self, sqid: u16) -> Result<(), ControllerError>;
+    /// Counters.
+    fn stats(&self) -> ControllerStats;
+}

@@ -1,0 +1,373 @@
+//! Memory that a controller reaches by bus address: queue rings, PRP lists, data buffers.
+//!
+//! A real SSD reaches host memory by DMA through bus addresses. Our controllers are host
+//! software, so a bus address ("IOVA") is resolved through a [`DmaMap`] of registered regions:
+//! host memory is registered at its host virtual address, GPU memory at its device pointer
+//! (unified virtual addressing keeps the two ranges disjoint). A PRP that falls outside every
+//! registered region is a data transfer error, exactly as an IOMMU fault would be.
+
+use std::alloc::Layout;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use crate::cuda::{Gpu, PinnedBuffer};
+
+/// Errors of memory allocation and address translation.
+#[derive(Debug, thiserror::Error)]
+pub enum MemoryError {
+    /// a region of zero bytes was requested
+    #[error("a region of zero bytes was requested")]
+    ZeroSize,
+    /// the allocator refused the request
+    #[error("could not allocate {0} bytes of host memory")]
+    OutOfMemory(usize),
+    /// page-locked allocation through the CUDA driver failed
+    #[error("page-locked allocation failed: {0}")]
+    Pinned(#[from] crate::cuda::CudaError),
+    /// the new region overlaps one that is already registered
+    #[error("region {base:#x}+{len:#x} overlaps a registered region")]
+    Overlap {
+        /// first bus address of the rejected region
+        base: u64,
+        /// length of the rejected region
+        len: u64,
+    },
+}
+
+/// Page-aligned host memory, either ordinary (CPU-only) or page-locked and mapped into a GPU.
+#[derive(Debug)]
+pub enum HostRegion {
+    /// Heap memory aligned to 4 KiB; reachable by host threads only.
+    Heap(AlignedBuf),
+    /// Page-locked memory mapped into the GPU's address space (`CU_MEMHOSTALLOC_DEVICEMAP`),
+    /// over-allocated by a page so that the region starts on a page boundary (NVMe rings and
+    /// PRPs need page alignment; the driver only guarantees less).
+    Pinned {
+        /// The allocation.
+        buffer: PinnedBuffer,
+        /// Offset of the first page-aligned byte.
+        offset: usize,
+        /// Usable length from `offset`.
+        len: usize,
+    },
+}
+
+impl HostRegion {
+    /// Allocates `len` zeroed bytes: mapped into `gpu` when given, plain heap memory otherwise.
+    pub fn new(len: usize, gpu: Option<&Gpu>) -> Result<Self, MemoryError> {
+        if len == 0 {
+            return Err(MemoryError::ZeroSize);
+        }
+        match gpu {
+            Some(gpu) => {
+                let buffer = PinnedBuffer::new(gpu, len + 4096)?;
+                let offset = buffer.as_ptr().align_offset(4096);
+                Ok(Self::Pinned {
+                    buffer,
+                    offset,
+                    len,
+                })
+            }
+            None => Ok(Self::Heap(AlignedBuf::zeroed(len)?)),
+        }
+    }
+
+    /// Host address of the first byte.
+    pub fn host_ptr(&self) -> *mut u8 {
+        match self {
+            Self::Heap(b) => b.ptr.as_ptr(),
+            // SAFETY: offset < 4096 and the buffer holds len + 4096 bytes.
+            Self::Pinned { buffer, offset, .. } => unsafe { buffer.as_mut_ptr().add(*offset) },
+        }
+    }
+
+    /// The GPU's address of the first byte, when the region is mapped into a GPU.
+    pub fn gpu_ptr(&self) -> Option<u64> {
+        match self {
+            Self::Heap(_) => None,
+            Self::Pinned { buffer, offset, .. } => Some(buffer.device_ptr() + *offset as u64),
+        }
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        match self {
+            Self::Heap(b) => b.layout.size(),
+            Self::Pinned { len, .. } => *len,
+        }
+    }
+
+    /// Always false: regions are never empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The bus address a controller uses for the first byte (the host address).
+    pub fn iova(&self) -> u64 {
+        self.host_ptr() as u64
+    }
+}
+
+/// Zeroed heap memory aligned to a 4 KiB page.
+#[derive(Debug)]
+pub struct AlignedBuf {
+    ptr: NonNull<u8>,
+    layout: Layout,
+}
+
+// SAFETY: the buffer is plain bytes owned by this value; concurrent access goes through raw
+// pointers whose users synchronise with atomics (queue protocol), as with any DMA buffer.
+unsafe impl Send for AlignedBuf {}
+// SAFETY: as above; `&AlignedBuf` hands out only raw pointers.
+unsafe impl Sync for AlignedBuf {}
+
+impl AlignedBuf {
+    /// Allocates `len` zeroed bytes aligned to 4096.
+    pub fn zeroed(len: usize) -> Result<Self, MemoryError> {
+        let layout =
+            Layout::from_size_align(len.max(1), 4096).map_err(|_| MemoryError::OutOfMemory(len))?;
+        // SAFETY: the layout has a non-zero size.
+        let raw = unsafe { std::alloc::alloc_zeroed(layout) };
+        let ptr = NonNull::new(raw).ok_or(MemoryError::OutOfMemory(len))?;
+        Ok(Self { ptr, layout })
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `zeroed` with exactly this layout.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) }
+    }
+}
+
+/// Where a registered region lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RegionKind {
+    /// Host memory: the bus address is the host virtual address.
+    Host,
+    /// GPU memory: the bus address is the device pointer; reached with copies or staging.
+    Device,
+}
+
+/// One registered region of the bus address space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DmaRegion {
+    /// First bus address.
+    pub base: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// Host or device memory.
+    pub kind: RegionKind,
+}
+
+/// A resolved piece of a transfer: where `len` bytes live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resolved {
+    /// The bus address (host pointer for host memory, device pointer for GPU memory).
+    pub addr: u64,
+    /// Host or device memory.
+    pub kind: RegionKind,
+}
+
+/// The table of regions a controller may reach; the software stand-in for an IOMMU.
+///
+/// Workers keep a snapshot ([`DmaView`]) and refresh it only when the generation moves, so the
+/// hot path reads no lock.
+#[derive(Debug, Default)]
+pub struct DmaMap {
+    regions: RwLock<Arc<Vec<DmaRegion>>>,
+    generation: AtomicU64,
+}
+
+impl DmaMap {
+    /// An empty map: every address faults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers a region; overlapping regions are refused.
+    pub fn register(&self, region: DmaRegion) -> Result<(), MemoryError> {
+        let end = region.base.checked_add(region.len);
+        if region.len == 0 || end.is_none() {
+            return Err(MemoryError::Overlap {
+                base: region.base,
+                len: region.len,
+            });
+        }
+        let mut guard = self.regions.write().unwrap_or_else(|e| e.into_inner());
+        let mut next: Vec<DmaRegion> = guard.as_ref().clone();
+        if next
+            .iter()
+            .any(|r| region.base < r.base + r.len && r.base < region.base + region.len)
+        {
+            return Err(MemoryError::Overlap {
+                base: region.base,
+                len: region.len,
+            });
+        }
+        next.push(region);
+        next.sort_by_key(|r| r.base);
+        *guard = Arc::new(next);
+        self.generation.fetch_add(1, Ordering::Release);
+        Ok(())
+    }
+
+    /// Registers a host region at its host address.
+    pub fn register_host(&self, region: &HostRegion) -> Result<(), MemoryError> {
+        self.register(DmaRegion {
+            base: region.iova(),
+            len: region.len() as u64,
+            kind: RegionKind::Host,
+        })
+    }
+
+    /// Removes the region that starts at `base`; returns whether one was removed.
+    pub fn unregister(&self, base: u64) -> bool {
+        let mut guard = self.regions.write().unwrap_or_else(|e| e.into_inner());
+        let mut next: Vec<DmaRegion> = guard.as_ref().clone();
+        let before = next.len();
+        next.retain(|r| r.base != base);
+        let removed = next.len() != before;
+        if removed {
+            *guard = Arc::new(next);
+            self.generation.fetch_add(1, Ordering::Release);
+        }
+        removed
+    }
+
+    /// A snapshot for a worker thread.
+    pub fn view(&self) -> DmaView<'_> {
+        let generation = self.generation.load(Ordering::Acquire);
+        let regions = self
+            .regions
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        DmaView {
+            map: self,
+            regions,
+            generation,
+        }
+    }
+}
+
+/// A worker's lock-free snapshot of a [`DmaMap`].
+#[derive(Debug)]
+pub struct DmaView<'a> {
+    map: &'a DmaMap,
+    regions: Arc<Vec<DmaRegion>>,
+    generation: u64,
+}
+
+impl DmaView<'_> {
+    /// Reloads the snapshot if regions were registered or removed since it was taken.
+    pub fn refresh(&mut self) {
+        if self.map.generation.load(Ordering::Acquire) != self.generation {
+            *self = self.map.view();
+        }
+    }
+
+    /// Resolves `len` bytes at bus address `addr`; `None` if they do not lie in one region.
+    pub fn resolve(&self, addr: u64, len: u64) -> Option<Resolved> {
+        let idx = self
+            .regions
+            .partition_point(|r| r.base <= addr)
+            .checked_sub(1)?;
+        let r = self.regions[idx];
+        let end = addr.checked_add(len)?;
+        (end <= r.base + r.len).then_some(Resolved { addr, kind: r.kind })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heap_region_is_page_aligned_and_zeroed() {
+        let r = HostRegion::new(10_000, None).unwrap();
+        assert_eq!(r.host_ptr() as usize % 4096, 0);
+        // SAFETY: the region holds 10_000 initialised bytes and nobody else uses it.
+        let bytes = unsafe { std::slice::from_raw_parts(r.host_ptr(), r.len()) };
+        assert!(bytes.iter().all(|&b| b == 0));
+        assert!(r.gpu_ptr().is_none());
+        assert!(matches!(
+            HostRegion::new(0, None),
+            Err(MemoryError::ZeroSize)
+        ));
+    }
+
+    #[test]
+    fn resolve_accepts_only_ranges_inside_one_region() {
+        let map = DmaMap::new();
+        map.register(DmaRegion {
+            base: 0x1000,
+            len: 0x1000,
+            kind: RegionKind::Host,
+        })
+        .unwrap();
+        map.register(DmaRegion {
+            base: 0x3000,
+            len: 0x2000,
+            kind: RegionKind::Device,
+        })
+        .unwrap();
+        let v = map.view();
+        assert_eq!(v.resolve(0x1000, 0x1000).unwrap().kind, RegionKind::Host);
+        assert!(
+            v.resolve(0x1800, 0x1000).is_none(),
+            "crosses the end of a region"
+        );
+        assert!(
+            v.resolve(0x2000, 1).is_none(),
+            "in the hole between regions"
+        );
+        assert_eq!(v.resolve(0x4fff, 1).unwrap().kind, RegionKind::Device);
+        assert!(v.resolve(0x5000, 1).is_none());
+        assert!(
+            v.resolve(u64::MAX, 2).is_none(),
+            "overflow is a fault, not a panic"
+        );
+    }
+
+    #[test]
+    fn overlapping_registration_is_refused_and_views_refresh() {
+        let map = DmaMap::new();
+        map.register(DmaRegion {
+            base: 0x1000,
+            len: 0x1000,
+            kind: RegionKind::Host,
+        })
+        .unwrap();
+        let mut v = map.view();
+        assert!(
+            map.register(DmaRegion {
+                base: 0x1fff,
+                len: 2,
+                kind: RegionKind::Host
+            })
+            .is_err()
+        );
+        assert!(
+            map.register(DmaRegion {
+                base: 0x9000,
+                len: 0,
+                kind: RegionKind::Host
+            })
+            .is_err()
+        );
+        map.register(DmaRegion {
+            base: 0x8000,
+            len: 0x1000,
+            kind: RegionKind::Host,
+        })
+        .unwrap();
+        assert!(v.resolve(0x8000, 8).is_none());
+        v.refresh();
+        assert!(v.resolve(0x8000, 8).is_some());
+        assert!(map.unregister(0x8000));
+        v.refresh();
+        assert!(v.resolve(0x8000, 8).is_none());
+    }
+}

@@ -1,0 +1,142 @@
+//! FileController against the real file: what the controller writes is in the file, what the
+//! file holds is what the controller reads, and bad namespaces fail at attach.
+
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::sync::Arc;
+
+use gpu_nvme::controller::{
+    Controller, ControllerError, FileBackend, FileController, FileControllerConfig,
+};
+use gpu_nvme::device::{DeviceConfig, NvmeDevice};
+
+fn config(path: &std::path::Path, backend: FileBackend) -> FileControllerConfig {
+    let mut c = FileControllerConfig::new(path);
+    c.backend = backend;
+    c.max_io_queues = 8;
+    c
+}
+
+#[test]
+fn writes_land_in_the_file_and_file_contents_are_read() {
+    for backend in [FileBackend::Uring, FileBackend::Psync, FileBackend::Mmap] {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        let mut seed: Vec<u8> = (0..1 << 20)
+            .map(|i: u32| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+            .collect();
+        file.write_all(&seed).unwrap();
+        file.flush().unwrap();
+        let ctrl: Arc<dyn Controller> = FileController::new(config(file.path(), backend)).unwrap();
+        let dev = NvmeDevice::open(ctrl, DeviceConfig::default()).unwrap();
+        // What the file holds is what a read returns.
+        let mut back = vec![0u8; 300 << 10];
+        dev.read_blocks(17, &mut back).unwrap();
+        assert!(
+            back == seed[17 * 4096..17 * 4096 + back.len()],
+            "{backend:?}: read differs from the file"
+        );
+        // What a write sends is what the file holds after a flush.
+        let data: Vec<u8> = (0..12 * 4096).map(|i| (i % 251) as u8).collect();
+        dev.write_blocks(200, &data).unwrap();
+        dev.flush().unwrap();
+        seed[200 * 4096..200 * 4096 + data.len()].copy_from_slice(&data);
+        let mut on_disk = Vec::new();
+        let mut f = std::fs::File::open(file.path()).unwrap();
+        f.seek(SeekFrom::Start(0)).unwrap();
+        f.read_to_end(&mut on_disk).unwrap();
+        assert!(
+            on_disk == seed,
+            "{backend:?}: file contents differ after write + flush"
+        );
+    }
+}
+
+#[test]
+fn direct_io_reads_and_writes_through_aligned_bounce_buffers() {
+    // tmpfs refuses O_DIRECT; use the target directory, which is on a real file system.
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let path = dir.path().join("ns.img");
+    std::fs::File::create(&path)
+        .unwrap()
+        .set_len(4 << 20)
+        .unwrap();
+    let mut c = config(&path, FileBackend::Psync);
+    c.direct = true;
+    let ctrl = match FileController::new(c) {
+        Ok(c) => c,
+        Err(e) => {
+            println!("skipped: O_DIRECT unavailable here: {e}");
+            return;
+        }
+    };
+    let dev = NvmeDevice::open(ctrl, DeviceConfig::default()).unwrap();
+    let data: Vec<u8> = (0..8 * 4096).map(|i| (i % 13) as u8).collect();
+    dev.write_blocks(3, &data).unwrap();
+    let mut back = vec![0u8; data.len()];
+    dev.read_blocks(3, &mut back).unwrap();
+    assert_eq!(back, data);
+}
+
+#[test]
+fn a_missing_namespace_file_is_a_clear_error() {
+    let err = FileController::new(FileControllerConfig::new("/nonexistent/ns.img")).unwrap_err();
+    assert!(matches!(err, ControllerError::Namespace { .. }), "{err}");
+    assert!(err.to_string().contains("/nonexistent/ns.img"), "{err}");
+}
+
+#[test]
+fn a_namespace_file_too_small_for_the_capacity_is_a_clear_error() {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    file.as_file().set_len(10 * 4096).unwrap();
+    let mut c = config(file.path(), FileBackend::Psync);
+    c.capacity_blocks = Some(11);
+    let err = FileController::new(c).unwrap_err();
+    assert!(err.to_string().contains("10 blocks"), "{err}");
+    // An empty file holds no block at all.
+    let empty = tempfile::NamedTempFile::new().unwrap();
+    assert!(FileController::new(config(empty.path(), FileBackend::Psync)).is_err());
+}
+
+#[test]
+fn bad_configurations_are_refused() {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    file.as_file().set_len(1 << 20).unwrap();
+    let mut c = config(file.path(), FileBackend::Psync);
+    c.lba_size = 1000;
+    assert!(FileController::new(c).is_err(), "LBA size 1000");
+    let mut c = config(file.path(), FileBackend::Psync);
+    c.workers = 0;
+    assert!(FileController::new(c).is_err(), "no workers");
+    let c = config(file.path(), FileBackend::Psync);
+    let ctrl = FileController::new(c).unwrap();
+    let too_many = DeviceConfig {
+        io_queues: 8,
+        ..DeviceConfig::default()
+    };
+    assert!(
+        NvmeDevice::open(ctrl, too_many).is_err(),
+        "more host queues than the controller has"
+    );
+}
+
+#[test]
+fn null_mode_completes_commands_without_touching_data() {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    file.as_file().set_len(1 << 20).unwrap();
+    let mut c = config(file.path(), FileBackend::Psync);
+    c.null_data = true;
+    let dev = NvmeDevice::open(FileController::new(c).unwrap(), DeviceConfig::default()).unwrap();
+    dev.write_blocks(0, &vec![0xffu8; 8192]).unwrap();
+    let mut back = vec![7u8; 8192];
+    dev.read_blocks(0, &mut back).unwrap();
+    let mut on_disk = Vec::new();
+    std::fs::File::open(file.path())
+        .unwrap()
+        .read_to_end(&mut on_disk)
+        .unwrap();
+    assert!(
+        on_disk.iter().all(|&b| b == 0),
+        "null mode must not write the file"
+    );
+    let stats = dev.controller().stats();
+    assert!(stats.commands >= 2, "{stats:?}");
+}

@@ -1,0 +1,215 @@
+//! `cargo xtask gpu-bundle`: builds what the GPU machine runs (ARCHITECTURE.md, "Where things
+//! run": GPU tests and benchmarks run there from binaries built here) into `gpu-bundle/`:
+//! `bin/` (every workspace binary but xtask), `tests/` (the GPU test binaries) and `run.sh`.
+//! CUDA sources are embedded in the binaries (`include_str!`), so none are copied.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use common::bench::Engine;
+
+use crate::bench::SYSTEMS;
+use crate::cargo::{self, Artifact};
+
+/// Integration test targets whose name starts with this are the GPU tests.
+const GPU_TEST_PREFIX: &str = "gpu";
+/// This package: the one workspace binary the GPU machine does not need.
+const XTASK_PACKAGE: &str = "xtask";
+/// The bundle directory below the workspace root (git-ignored).
+const BUNDLE_DIR: &str = "gpu-bundle";
+/// Cargo profile of the bundle (release, stripped, thin LTO).
+const PROFILE: &str = "bundle";
+/// Largest bundle the device machine's transfer takes.
+const MAX_BUNDLE_BYTES: u64 = 64 << 20;
+
+/// Builds, copies and sizes the bundle.
+pub fn run() -> Result<()> {
+    let build_flags = [
+        "--profile",
+        PROFILE,
+        "--workspace",
+        "--exclude",
+        XTASK_PACKAGE,
+        "--message-format=json-render-diagnostics",
+    ];
+    let mut build = cargo::command();
+    build.arg("build").args(build_flags).arg("--bins");
+    let binaries = by_name(
+        cargo::built_executables(&mut build)?
+            .into_iter()
+            .filter(|artifact| artifact.target.is_binary()),
+    )?;
+    let gpu_tests = build_gpu_tests(&build_flags)?;
+
+    let bundle = cargo::workspace_root().join(BUNDLE_DIR);
+    if bundle.exists() {
+        std::fs::remove_dir_all(&bundle)
+            .with_context(|| format!("cannot remove the old {}", bundle.display()))?;
+    }
+    copy_all(&binaries, &bundle.join("bin"))?;
+    copy_all(&gpu_tests, &bundle.join("tests"))?;
+    let script = bundle.join("run.sh");
+    std::fs::write(&script, run_script(gpu_tests.keys(), binaries.keys()))
+        .with_context(|| format!("cannot write {}", script.display()))?;
+    make_executable(&script)?;
+
+    let size = directory_size(&bundle)?;
+    println!(
+        "{}: {} binaries, {} GPU test binaries, {:.1} MiB",
+        bundle.display(),
+        binaries.len(),
+        gpu_tests.len(),
+        size as f64 / f64::from(1 << 20)
+    );
+    if size > MAX_BUNDLE_BYTES {
+        bail!("the bundle is {size} bytes, over the {MAX_BUNDLE_BYTES}-byte limit");
+    }
+    Ok(())
+}
+
+/// Builds the integration tests named `gpu*` (listed first: `cargo test --test` fails when a
+/// name matches nothing) and returns their executables by name.
+fn build_gpu_tests(build_flags: &[&str]) -> Result<BTreeMap<String, PathBuf>> {
+    let workspace = cargo::Workspace::load()?;
+    let names: Vec<&str> = workspace
+        .packages
+        .iter()
+        .filter(|package| package.name != XTASK_PACKAGE)
+        .flat_map(|package| &package.targets)
+        .filter(|target| target.is_integration_test() && target.name.starts_with(GPU_TEST_PREFIX))
+        .map(|target| target.name.as_str())
+        .collect();
+    if names.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    let mut build = cargo::command();
+    build.arg("test").args(build_flags).arg("--no-run");
+    for name in names {
+        build.args(["--test", name]);
+    }
+    by_name(
+        cargo::built_executables(&mut build)?
+            .into_iter()
+            .filter(|artifact| artifact.profile.test && artifact.target.is_integration_test()),
+    )
+}
+
+/// Executables keyed by target name; two targets of one name cannot share the bundle.
+fn by_name(artifacts: impl Iterator<Item = Artifact>) -> Result<BTreeMap<String, PathBuf>> {
+    let mut named = BTreeMap::new();
+    for artifact in artifacts {
+        if let Some(other) = named.insert(artifact.target.name.clone(), artifact.executable) {
+            bail!(
+                "two targets are named `{}` ({})",
+                artifact.target.name,
+                other.display()
+            );
+        }
+    }
+    Ok(named)
+}
+
+fn copy_all(executables: &BTreeMap<String, PathBuf>, dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    for (name, executable) in executables {
+        std::fs::copy(executable, dir.join(name))
+            .with_context(|| format!("cannot copy {}", executable.display()))?;
+    }
+    Ok(())
+}
+
+/// `run.sh`: every GPU test binary with `GPU_TESTS=1`, then every bundled benchmark on the GPU
+/// engine, writing `<results dir>/<system>.jsonl`. It carries on past failures and exits
+/// non-zero if any step failed.
+fn run_script<'a>(
+    gpu_tests: impl Iterator<Item = &'a String>,
+    binaries: impl Iterator<Item = &'a String> + Clone,
+) -> String {
+    let mut script = String::from(
+        "#!/usr/bin/env bash\n\
+         # Generated by `cargo xtask gpu-bundle`. Usage: ./run.sh [RESULTS_DIR]\n\
+         # Runs the GPU tests, then the benchmarks; compare the results here with\n\
+         # `cargo xtask bench --input RESULTS_DIR/<system>.jsonl`.\n\
+         set -uo pipefail\n\
+         here=\"$(cd \"$(dirname \"$0\")\" && pwd)\"\n\
+         results=\"${1:-$here/results}\"\n\
+         mkdir -p \"$results\"\n\
+         export GPU_TESTS=1\n\
+         failed=0\n",
+    );
+    for test in gpu_tests {
+        let _ = write!(
+            script,
+            "echo '== test {test}'\n\"$here/tests/{test}\" || failed=1\n"
+        );
+    }
+    for system in SYSTEMS {
+        if !binaries.clone().any(|name| name == system.bin) {
+            continue;
+        }
+        let words: Vec<&str> = [system.args, system.engine_args(Engine::Gpu)].concat();
+        let _ = write!(
+            script,
+            "echo '== bench {name}'\n\
+             \"$here/bin/{bin}\" {args} > \"$results/{name}.jsonl\" || failed=1\n",
+            name = system.name,
+            bin = system.bin,
+            args = words.join(" "),
+        );
+    }
+    script.push_str("exit \"$failed\"\n");
+    script
+}
+
+fn make_executable(path: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
+        .with_context(|| format!("cannot make {} executable", path.display()))
+}
+
+/// Total size of the files below `dir`.
+fn directory_size(dir: &Path) -> Result<u64> {
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
+        let entry = entry?;
+        let metadata = entry.metadata()?;
+        total += if metadata.is_dir() {
+            directory_size(&entry.path())?
+        } else {
+            metadata.len()
+        };
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_script_runs_each_gpu_test_then_each_bundled_benchmark_on_the_gpu() {
+        let tests = ["gpu_queue".to_owned(), "gpu_ring".to_owned()];
+        let binaries: Vec<String> = SYSTEMS.iter().map(|system| system.bin.to_owned()).collect();
+        let script = run_script(tests.iter(), binaries.iter());
+        let queue = script.find("\"$here/tests/gpu_queue\"").unwrap();
+        let ring = script.find("\"$here/tests/gpu_ring\"").unwrap();
+        assert!(queue < ring);
+        for system in SYSTEMS {
+            let args = [system.args, system.engine_args(Engine::Gpu)].concat();
+            let command = format!("\"$here/bin/{}\" {}", system.bin, args.join(" "));
+            let bench = script.find(&command).unwrap();
+            assert!(ring < bench, "{command}");
+            assert!(script.contains(&format!("\"$results/{}.jsonl\"", system.name)));
+        }
+        assert!(script.contains("export GPU_TESTS=1"));
+        assert!(script.ends_with("exit \"$failed\"\n"));
+    }
+
+    #[test]
+    fn run_script_skips_benchmarks_that_were_not_built() {
+        let script = run_script([].iter(), [].iter());
+        assert!(!script.contains("$here/bin/"));
+    }
+}

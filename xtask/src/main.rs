@@ -1,0 +1,130 @@
+//! `cargo xtask`: the project's automation (ARCHITECTURE.md, "Conventions"): the CPU test suite,
+//! everything CI checks, the NVRTC compile check of the CUDA sources, benchmarks side by side,
+//! the demo, and the bundle of binaries for the GPU machine.
+
+mod bench;
+mod bundle;
+mod cargo;
+mod cuda_check;
+mod deps;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+/// Project automation for the GPU-storage workspace.
+#[derive(Debug, Parser)]
+#[command(name = "cargo xtask", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Debug, Subcommand)]
+enum Task {
+    /// Install the tools the tests need, then run the CPU test suite (nextest and doctests).
+    Test,
+    /// Everything CI checks: fmt, clippy, the tests, the loom tests and cuda-check.
+    Ci,
+    /// Compile every `.cu`/`.cuh` under `crates/*/cuda/` to PTX with NVRTC.
+    CudaCheck,
+    /// Run systems' benchmarks, then print them side by side and plot them.
+    Bench(bench::BenchArgs),
+    /// The project's demo: every benchmark, short, on the default (emulated) setup.
+    Demo,
+    /// Build release binaries and GPU test binaries into `gpu-bundle/` with a `run.sh`.
+    GpuBundle,
+}
+
+fn main() -> Result<()> {
+    match Cli::parse().task {
+        Task::Test => test(),
+        Task::Ci => ci(),
+        Task::CudaCheck => cuda_check::run(),
+        Task::Bench(args) => bench::run(&args),
+        Task::Demo => demo(),
+        Task::GpuBundle => bundle::run(),
+    }
+}
+
+/// The CPU test suite: nextest runs every test target, cargo test the doctests it cannot run.
+/// NVRTC (from the wheel cache when the system has none) is put within the tests' reach, and
+/// `NVRTC_TESTS=1` makes the tests that compile CUDA sources fail instead of skipping.
+fn test() -> Result<()> {
+    deps::ensure_test_tools()?;
+    let mut nextest = cargo::command();
+    nextest.args([
+        "nextest",
+        "run",
+        "--workspace",
+        "--all-targets",
+        "--no-tests=warn",
+    ]);
+    match cuda_check::ensure_nvrtc() {
+        Ok(dir) => {
+            if let Some(dir) = dir {
+                nextest.env("LD_LIBRARY_PATH", cuda_check::library_path_with(&dir)?);
+            }
+            nextest.env("NVRTC_TESTS", "1");
+        }
+        Err(e) => eprintln!("xtask: NVRTC is not available ({e:#}); tests that need it skip"),
+    }
+    cargo::run(&mut nextest)?;
+    cargo::run(cargo::command().args(["test", "--workspace", "--doc"]))
+}
+
+/// Everything CI checks, stopping at the first failure.
+fn ci() -> Result<()> {
+    cargo::run(cargo::command().args(["fmt", "--all", "--check"]))?;
+    cargo::run(cargo::command().args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
+    test()?;
+    loom_tests()?;
+    cuda_check::run()
+}
+
+/// Runs every test target whose name contains `loom`, built with `--cfg loom` in release mode
+/// in its own target directory (so the normal build is not invalidated).
+fn loom_tests() -> Result<()> {
+    let workspace = cargo::Workspace::load()?;
+    let mut found = false;
+    for package in &workspace.packages {
+        let loom_targets: Vec<&str> = package
+            .targets
+            .iter()
+            .filter(|target| target.is_integration_test() && target.name.contains("loom"))
+            .map(|target| target.name.as_str())
+            .collect();
+        if loom_targets.is_empty() {
+            continue;
+        }
+        found = true;
+        let rustflags = match std::env::var("RUSTFLAGS") {
+            Ok(flags) if !flags.trim().is_empty() => format!("{flags} --cfg loom"),
+            _ => "--cfg loom".to_owned(),
+        };
+        let mut command = cargo::command();
+        command
+            .env("RUSTFLAGS", rustflags)
+            .env("CARGO_TARGET_DIR", workspace.target_dir.join("loom"))
+            .args(["test", "--release", "-p", &package.name]);
+        for target in loom_targets {
+            command.args(["--test", target]);
+        }
+        cargo::run(&mut command)?;
+    }
+    if !found {
+        println!("loom: no test target whose name contains `loom`; skipped");
+    }
+    Ok(())
+}
+
+/// The demo: every registered benchmark, short, on the GPU when there is one.
+fn demo() -> Result<()> {
+    bench::run(&bench::BenchArgs::demo())
+}
