@@ -126,7 +126,23 @@ __device__ __forceinline__ unsigned int nvme_slot_of(const nvme_queue& q, unsign
     return (unsigned int)(ticket & (q.depth - 1));
 }
 
-__device__ inline void nvme_copy_to_slot(void* slot, const void* src, unsigned int bytes);
+// The lanes of `mask` copy every lane's `bytes` from `src` (GPU memory) into its bounce slot
+// together, one lane's data at a time, so host memory sees full 512-byte rows instead of each
+// lane's scattered 16-byte stores. All lanes of `mask` must call it.
+__device__ inline void nvme_push_slots_warp(unsigned char* slot, const void* src, unsigned int bytes,
+                                            unsigned int mask) {
+    const unsigned int rank = __popc(mask & ((1u << nvme_lane()) - 1u));
+    const unsigned int width = __popc(mask);
+    __syncwarp(mask);
+    for (unsigned int m = mask; m != 0; m &= m - 1) {
+        const int owner = __ffs(m) - 1;
+        uint4* d = (uint4*)__shfl_sync(mask, (unsigned long long)slot, owner);
+        const uint4* s = (const uint4*)__shfl_sync(mask, (unsigned long long)src, owner);
+        const unsigned int n = __shfl_sync(mask, bytes, owner) / 16;
+        for (unsigned int i = rank; i < n; i += width) d[i] = s[i];
+    }
+    __syncwarp(mask);
+}
 
 // ---- submission --------------------------------------------------------------------------------
 
@@ -184,7 +200,8 @@ __device__ inline void nvme_fill_prps(nvme_sqe& cmd, unsigned long long addr, un
 // `cmd`; the command id is overwritten with the lane's slot. One ticket fetch and one doorbell
 // for the whole warp. With NVME_DATA_BOUNCE the PRPs name the lane's bounce slot, and a write's
 // data (`write_src`, GPU memory) is copied into it first; with NVME_DATA_DIRECT `cmd.prp1`
-// names GPU memory and a PRP list, when needed, is built in the slot. Returns the ticket.
+// names GPU memory and a PRP list, when needed, is built in the slot. `mode` must be the same on
+// every lane of `mask`. Returns the ticket.
 __device__ inline unsigned long long nvme_submit_warp(const nvme_queue& q, nvme_sqe cmd, unsigned int mask,
                                                       nvme_data_mode mode = NVME_DATA_AS_GIVEN,
                                                       const void* write_src = nullptr) {
@@ -214,7 +231,8 @@ __device__ inline unsigned long long nvme_submit_warp(const nvme_queue& q, nvme_
         unsigned char* bounce = nvme_slot(q, slot);
         const unsigned long long bounce_iova = q.staging_iova + (unsigned long long)slot * q.staging_slot_bytes;
         if (mode == NVME_DATA_BOUNCE) {
-            if (write_src != nullptr) nvme_copy_to_slot(bounce, write_src, bytes);
+            // Every lane takes part in the push; lanes without data to write copy nothing.
+            nvme_push_slots_warp(bounce, write_src, write_src != nullptr ? bytes : 0u, mask);
             // A transfer of more than two pages keeps its PRP list in the slot's last page.
             const unsigned int list_at = q.staging_slot_bytes - 4096;
             nvme_fill_prps(cmd, bounce_iova, bytes, (unsigned long long*)(bounce + list_at), bounce_iova + list_at);
@@ -355,12 +373,6 @@ __device__ inline void nvme_copy_from_slot_warp(void* dst, const void* slot, uns
     for (unsigned int i = rank; i < bytes / 16; i += width) d[i] = __ldcv(s + i);
 }
 
-// Copies `bytes` (a multiple of 16) from GPU memory into a bounce slot; one thread.
-__device__ inline void nvme_copy_to_slot(void* slot, const void* src, unsigned int bytes) {
-    const uint4* s = (const uint4*)src;
-    uint4* d = (uint4*)slot;
-    for (unsigned int i = 0; i < bytes / 16; i++) d[i] = s[i];
-}
 
 // ---- block API ---------------------------------------------------------------------------------
 

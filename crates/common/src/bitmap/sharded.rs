@@ -28,9 +28,18 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::PoisonError;
 
+#[cfg(loom)]
+use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+#[cfg(loom)]
+use loom::sync::{Mutex, MutexGuard};
+#[cfg(not(loom))]
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+#[cfg(not(loom))]
+use std::sync::{Mutex, MutexGuard};
+
+#[cfg(not(loom))]
 use crossbeam_utils::Backoff;
 
 /// Blocks in one F2FS segment: 512 blocks of 4 KiB make a 2 MiB segment.
@@ -225,15 +234,20 @@ pub struct ControlBlock {
     _reserved: [u32; 8],
 }
 
-const _: () = assert!(size_of::<ControlBlock>() == 64);
-const _: () = assert!(align_of::<ControlBlock>() == 64);
-const _: () = assert!(core::mem::offset_of!(ControlBlock, total_blocks) == 0);
-const _: () = assert!(core::mem::offset_of!(ControlBlock, segment_count) == 8);
-const _: () = assert!(core::mem::offset_of!(ControlBlock, blocks_per_segment) == 12);
-const _: () = assert!(core::mem::offset_of!(ControlBlock, words_per_segment) == 16);
-const _: () = assert!(core::mem::offset_of!(ControlBlock, shard_count) == 20);
-const _: () = assert!(core::mem::offset_of!(ControlBlock, rebalancing) == 24);
-const _: () = assert!(core::mem::offset_of!(ControlBlock, rebalance_count) == 28);
+// Loom's atomics are larger than the real ones: the layout holds only for the real build.
+#[cfg(not(loom))]
+const _: () = {
+    use core::mem::offset_of;
+    assert!(size_of::<ControlBlock>() == 64);
+    assert!(align_of::<ControlBlock>() == 64);
+    assert!(offset_of!(ControlBlock, total_blocks) == 0);
+    assert!(offset_of!(ControlBlock, segment_count) == 8);
+    assert!(offset_of!(ControlBlock, blocks_per_segment) == 12);
+    assert!(offset_of!(ControlBlock, words_per_segment) == 16);
+    assert!(offset_of!(ControlBlock, shard_count) == 20);
+    assert!(offset_of!(ControlBlock, rebalancing) == 24);
+    assert!(offset_of!(ControlBlock, rebalance_count) == 28);
+};
 
 /// One shard's state on its own cache line, shared with CUDA (`struct ShardedShardHeader` in
 /// `cuda/sharded_bitmap.cuh`).
@@ -257,20 +271,24 @@ pub struct ShardHeader {
     _reserved: [u32; 6],
 }
 
-const _: () = assert!(size_of::<ShardHeader>() == 64);
-const _: () = assert!(align_of::<ShardHeader>() == 64);
-const _: () = assert!(core::mem::offset_of!(ShardHeader, free_blocks) == 0);
-const _: () = assert!(core::mem::offset_of!(ShardHeader, low_watermark) == 8);
-const _: () = assert!(core::mem::offset_of!(ShardHeader, scan_hint) == 16);
-const _: () = assert!(core::mem::offset_of!(ShardHeader, list_begin) == 24);
-const _: () = assert!(core::mem::offset_of!(ShardHeader, list_len) == 28);
-const _: () = assert!(core::mem::offset_of!(ShardHeader, active) == 32);
-const _: () = assert!(core::mem::offset_of!(ShardHeader, low) == 36);
+#[cfg(not(loom))]
+const _: () = {
+    use core::mem::offset_of;
+    assert!(size_of::<ShardHeader>() == 64);
+    assert!(align_of::<ShardHeader>() == 64);
+    assert!(offset_of!(ShardHeader, free_blocks) == 0);
+    assert!(offset_of!(ShardHeader, low_watermark) == 8);
+    assert!(offset_of!(ShardHeader, scan_hint) == 16);
+    assert!(offset_of!(ShardHeader, list_begin) == 24);
+    assert!(offset_of!(ShardHeader, list_len) == 28);
+    assert!(offset_of!(ShardHeader, active) == 32);
+    assert!(offset_of!(ShardHeader, low) == 36);
+    // The arrays are copied to the device as plain words.
+    assert!(size_of::<AtomicU64>() == 8 && align_of::<AtomicU64>() == 8);
+    assert!(size_of::<AtomicU32>() == 4 && align_of::<AtomicU32>() == 4);
+};
 const _: () = assert!(size_of::<Extent>() == 16);
 const _: () = assert!(core::mem::offset_of!(Extent, count) == 8);
-// The arrays are copied to the device as plain words.
-const _: () = assert!(size_of::<AtomicU64>() == 8 && align_of::<AtomicU64>() == 8);
-const _: () = assert!(size_of::<AtomicU32>() == 4 && align_of::<AtomicU32>() == 4);
 
 impl ShardHeader {
     fn empty() -> Self {
@@ -350,6 +368,33 @@ impl std::fmt::Debug for ShardedAllocator {
             .field("rebalance_count", &self.rebalance_count())
             .finish_non_exhaustive()
     }
+}
+
+/// Under loom every wait must hand control to the model's scheduler instead of spinning.
+#[cfg(loom)]
+struct Backoff;
+
+#[cfg(loom)]
+impl Backoff {
+    fn new() -> Self {
+        Self
+    }
+
+    fn snooze(&self) {
+        loom::thread::yield_now();
+    }
+}
+
+/// Between the store and the load of each side of the shard-entry handshake (`enter` and
+/// `exclusive`). The real build needs nothing here: SeqCst accesses on both sides sit in one
+/// total order, so either the operation sees the flag or the redistributor sees the count. Loom
+/// treats SeqCst accesses as AcqRel (loom's README, tokio-rs/loom#180) and would explore the
+/// store-buffering outcome that C11 rules out; it does model SeqCst fences, which give the
+/// same guarantee.
+#[inline(always)]
+fn handshake_fence() {
+    #[cfg(loom)]
+    loom::sync::atomic::fence(Ordering::SeqCst);
 }
 
 /// Membership in one shard, left on drop.
@@ -723,6 +768,7 @@ impl ShardedAllocator {
             // SeqCst on both sides (here and in `exclusive`): either this operation sees the
             // flag, or the redistributor sees the count.
             active.fetch_add(1, Ordering::SeqCst);
+            handshake_fence();
             if self.control.rebalancing.load(Ordering::SeqCst) == 0 {
                 return ShardPass { active };
             }
@@ -751,6 +797,7 @@ impl ShardedAllocator {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         self.control.rebalancing.store(1, Ordering::SeqCst);
+        handshake_fence();
         let exclusive = Exclusive {
             rebalancing: &self.control.rebalancing,
             _serial: serial,
@@ -1022,7 +1069,7 @@ fn first_set(bits: u64) -> u64 {
     u64::from(bits.trailing_zeros())
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use proptest::prelude::*;

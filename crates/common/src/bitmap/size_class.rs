@@ -46,10 +46,21 @@
 //! `#[repr(C)]` / plain `u64`s, mirrored by `cuda/size_class_pool.cuh`, whose `pool_alloc` and
 //! `pool_free` run the same protocol with `atomicCAS` on the same memory. The device never grows
 //! the pool: it returns `POOL_EXHAUSTED` and the host calls [`SizeClassPool::grow`].
+//!
+//! **Model checking.** Under `--cfg loom` the atomics and the yield of the failure path are
+//! loom's, so that `tests/size_class_loom.rs` can explore the interleavings of the protocol;
+//! loom's atomics are not plain `u64`s, so the shared layout holds only without `loom`.
 
 use std::fmt;
-use std::sync::atomic::AtomicU64;
-use std::sync::atomic::Ordering::SeqCst;
+
+#[cfg(loom)]
+use loom::sync::atomic::{AtomicU64, Ordering::SeqCst};
+#[cfg(loom)]
+use loom::thread::yield_now;
+#[cfg(not(loom))]
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+#[cfg(not(loom))]
+use std::thread::yield_now;
 
 /// Most size levels a pool can have (the length of [`PoolHeader`]'s level table).
 pub const MAX_LEVELS: usize = 8;
@@ -310,17 +321,23 @@ pub struct PoolHeader {
     levels: [LevelHeader; MAX_LEVELS],
 }
 
-const _: () = assert!(core::mem::size_of::<PoolHeader>() == 328);
-const _: () = assert!(core::mem::offset_of!(PoolHeader, level_count) == 0);
-const _: () = assert!(core::mem::offset_of!(PoolHeader, max_capacity) == 8);
-const _: () = assert!(core::mem::offset_of!(PoolHeader, growth_factor) == 16);
-const _: () = assert!(core::mem::offset_of!(PoolHeader, capacity) == 24);
-const _: () = assert!(core::mem::offset_of!(PoolHeader, epoch) == 32);
-const _: () = assert!(core::mem::offset_of!(PoolHeader, transient) == 40);
-const _: () = assert!(core::mem::offset_of!(PoolHeader, growth_events) == 48);
-const _: () = assert!(core::mem::offset_of!(PoolHeader, splits) == 56);
-const _: () = assert!(core::mem::offset_of!(PoolHeader, merges) == 64);
-const _: () = assert!(core::mem::offset_of!(PoolHeader, levels) == 72);
+// Loom's atomics are larger than `u64`: the shared layout (and CUDA) exists only without loom.
+#[cfg(not(loom))]
+const _: () = {
+    use core::mem::{offset_of, size_of};
+    assert!(size_of::<AtomicU64>() == 8);
+    assert!(size_of::<PoolHeader>() == 328);
+    assert!(offset_of!(PoolHeader, level_count) == 0);
+    assert!(offset_of!(PoolHeader, max_capacity) == 8);
+    assert!(offset_of!(PoolHeader, growth_factor) == 16);
+    assert!(offset_of!(PoolHeader, capacity) == 24);
+    assert!(offset_of!(PoolHeader, epoch) == 32);
+    assert!(offset_of!(PoolHeader, transient) == 40);
+    assert!(offset_of!(PoolHeader, growth_events) == 48);
+    assert!(offset_of!(PoolHeader, splits) == 56);
+    assert!(offset_of!(PoolHeader, merges) == 64);
+    assert!(offset_of!(PoolHeader, levels) == 72);
+};
 
 /// Which of a level's bitmaps a word belongs to.
 #[derive(Debug, Clone, Copy)]
@@ -515,7 +532,7 @@ impl SizeClassPool {
             let capacity = self.capacity();
             if self.header.transient.load(SeqCst) != 0 || self.header.epoch.load(SeqCst) != epoch {
                 // Units are hidden in an open window or came free meanwhile: look again.
-                std::thread::yield_now();
+                yield_now();
                 continue;
             }
             // Growing fails only at the maximum capacity.
@@ -614,7 +631,8 @@ impl SizeClassPool {
         &self.header
     }
 
-    /// The bitmap words the header's levels index, to copy into GPU memory.
+    /// The bitmap words the header's levels index, to copy into GPU memory (plain `u64`s except
+    /// under `cfg(loom)`).
     pub fn words(&self) -> &[AtomicU64] {
         &self.words
     }
@@ -725,6 +743,10 @@ impl SizeClassPool {
             if current & mask != mask {
                 return false;
             }
+            // PLANTED BUG: a non-atomic claim.
+            word.store(current & !mask, SeqCst);
+            return true;
+            #[allow(unreachable_code)]
             match word.compare_exchange_weak(current, current & !mask, SeqCst, SeqCst) {
                 Ok(_) => return true,
                 Err(actual) => current = actual,
@@ -916,7 +938,7 @@ impl SizeClassPool {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use proptest::prelude::*;

@@ -37,6 +37,8 @@ enum Op {
 /// How GPU-initiated transfers reach GPU memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum GpuData {
+    /// Bounce below `DIRECT_MIN_BYTES`, direct from there on (whichever measured faster).
+    Auto,
     /// The controller fills a bounce slot in host memory and the GPU pulls it.
     Bounce,
     /// The PRPs name GPU memory and the controller uses the copy engines.
@@ -96,7 +98,7 @@ struct Args {
     #[arg(long, default_value = "mmap")]
     backend: String,
     /// GPU-initiated data path.
-    #[arg(long, value_enum, default_value = "bounce")]
+    #[arg(long, value_enum, default_value = "auto")]
     gpu_data: GpuData,
     /// GPU load used to pull bounce slots: 0 ld.cv, 1 ld.cg, 2 plain, 3 ld.global.nc.
     #[arg(long, default_value_t = 0)]
@@ -110,6 +112,21 @@ struct Args {
     /// Emit the common JSON record instead of the table.
     #[arg(long)]
     json: bool,
+}
+
+/// Transfer size from which the copy engines beat the GPU pulling bounce slots (see
+/// bench/results/: at 4 KiB the pull path is several times faster, at 64 KiB the copy engines).
+const DIRECT_MIN_BYTES: u32 = 32 << 10;
+
+impl GpuData {
+    /// The data path a transfer of `bytes` takes.
+    fn resolve(self, bytes: u32) -> GpuData {
+        match self {
+            GpuData::Auto if bytes >= DIRECT_MIN_BYTES => GpuData::Direct,
+            GpuData::Auto => GpuData::Bounce,
+            other => other,
+        }
+    }
 }
 
 /// The pattern every benchmark file holds (same function as `bench_pattern` in nvme_bench.cu).
@@ -239,7 +256,10 @@ fn main() -> Result<()> {
         .param("workers", args.workers as u64)
         .param("null", args.null)
         .param("verify", args.verify)
-        .param("gpu_data", format!("{:?}", args.gpu_data).to_lowercase())
+        .param(
+            "gpu_data",
+            format!("{:?}", args.gpu_data.resolve(args.block_size)).to_lowercase(),
+        )
         .param("defines", args.defines.join(" "))
         .ops(outcome.ops)
         .bytes(outcome.bytes)
@@ -520,7 +540,8 @@ fn run_gpu(args: &Args, path: &std::path::Path) -> Result<Outcome> {
     let kernel = module.function("nvme_bench")?;
     let data_bytes = (args.threads * u64::from(args.block_size)) as usize;
     let data = DeviceBuffer::new(&gpu, data_bytes)?;
-    if args.gpu_data == GpuData::Direct {
+    let gpu_data = args.gpu_data.resolve(args.block_size);
+    if gpu_data == GpuData::Direct {
         dev.register_gpu_memory(&data)?;
     }
     let mut counters = DeviceBuffer::new(&gpu, 48)?;
@@ -548,9 +569,9 @@ fn run_gpu(args: &Args, path: &std::path::Path) -> Result<Outcome> {
         data_mode: if args.null {
             0
         } else {
-            match args.gpu_data {
-                GpuData::Bounce => 1,
+            match gpu_data {
                 GpuData::Direct => 2,
+                GpuData::Bounce | GpuData::Auto => 1,
             }
         },
         verify: u32::from(args.verify),

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crossbeam_utils::Backoff;
+use crossbeam_utils::{Backoff, CachePadded};
 
 use crate::cuda::Gpu;
 use crate::memory::DmaMap;
@@ -106,6 +106,9 @@ struct Inbox {
 
 #[derive(Debug, Default)]
 struct WorkerSlot {
+    /// This worker's counters, on lines of their own (shared counters would bounce between
+    /// cores on every command).
+    stats: CachePadded<StatsCounters>,
     inbox: Mutex<Inbox>,
     dirty: AtomicBool,
     /// Number of inbox changes the worker has applied.
@@ -122,7 +125,6 @@ pub struct FileController {
     geometry: NamespaceGeometry,
     registers: Registers,
     dma: DmaMap,
-    stats: StatsCounters,
     workers: Vec<WorkerSlot>,
     running: AtomicBool,
     stop: Arc<AtomicBool>,
@@ -166,7 +168,6 @@ impl FileController {
             geometry,
             registers,
             dma: DmaMap::new(),
-            stats: StatsCounters::default(),
             workers,
             running: AtomicBool::new(false),
             stop: Arc::new(AtomicBool::new(false)),
@@ -246,7 +247,7 @@ impl FileController {
                 let began = std::time::Instant::now();
                 results.clear();
                 path.refresh(); // one load: picks up buffers registered since the last batch
-                exec.run_batch(&batch, &mut path, &mut results, &self.stats);
+                exec.run_batch(&batch, &mut path, &mut results, &slot.stats);
                 let flushed = path.finish();
                 for &(cid, status) in &results {
                     let status = match (&flushed, status.is_success()) {
@@ -261,8 +262,8 @@ impl FileController {
                         backoff.snooze();
                     }
                 }
-                self.stats.batches.fetch_add(1, Ordering::Relaxed);
-                self.stats
+                slot.stats.batches.fetch_add(1, Ordering::Relaxed);
+                slot.stats
                     .busy_ns
                     .fetch_add(began.elapsed().as_nanos() as u64, Ordering::Relaxed);
             }
@@ -341,7 +342,11 @@ impl Controller for FileController {
     }
 
     fn stats(&self) -> ControllerStats {
-        self.stats.snapshot()
+        let mut total = ControllerStats::default();
+        for w in &self.workers {
+            total += w.stats.snapshot();
+        }
+        total
     }
 }
 

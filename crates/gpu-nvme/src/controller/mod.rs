@@ -174,6 +174,19 @@ impl StatsCounters {
     }
 }
 
+impl std::ops::AddAssign for ControllerStats {
+    fn add_assign(&mut self, o: Self) {
+        self.commands += o.commands;
+        self.reads += o.reads;
+        self.writes += o.writes;
+        self.bytes_read += o.bytes_read;
+        self.bytes_written += o.bytes_written;
+        self.errors += o.errors;
+        self.batches += o.batches;
+        self.busy_ns += o.busy_ns;
+    }
+}
+
 /// A snapshot of [`StatsCounters`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ControllerStats {
