@@ -197,8 +197,8 @@ fn rebalance_racing_an_allocation_and_a_free_keeps_counts_exact() {
 fn redistribution_racing_an_allocation_keeps_blocks_and_counts_exact() {
     // A low threshold of one half puts the watermark at two blocks of shard 0's four: whichever
     // allocation reserves first leaves too little for the other, which redistributes and gathers
-    // a segment from shard 1 while the first one claims; the first one's reservation (of three)
-    // crosses the watermark and redistributes after it.
+    // a segment from shard 1 while the first one claims. When the allocation of three reserves
+    // first, it also crosses the watermark and redistributes after its claim.
     check(None, || {
         let allocator = allocator(0.5);
         let blocks = blocks();

@@ -9,6 +9,7 @@
 //! - [`device`]: the host driver and block API (`read_blocks`/`write_blocks`); the GPU's
 //!   `nvme_read`/`nvme_write` live in `cuda/nvme.cuh`.
 
+pub mod bench;
 pub mod conformance;
 pub mod controller;
 pub mod cuda;

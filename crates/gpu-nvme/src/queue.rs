@@ -501,27 +501,46 @@ impl HostQueuePair {
 
 /// The controller's side of one queue pair: fetches SQEs and posts CQEs.
 ///
-/// Built from the addresses given in Create I/O SQ/CQ; one worker thread owns it.
+/// Built from the addresses given in Create I/O SQ/CQ. One thread may own it whole, or
+/// [`split`](Self::split) it so that one thread fetches and another completes.
 #[derive(Debug)]
 pub struct ControllerQueue {
+    /// The submission half.
+    pub sq: SqFetcher,
+    /// The completion half.
+    pub cq: CqPoster,
+}
+
+/// Fetches SQEs of one SQ.
+#[derive(Debug)]
+pub struct SqFetcher {
     /// SQ id.
+    pub sqid: u16,
+    sq: *const SubmissionEntry,
+    doorbell: *const AtomicU32,
+    depth: u32,
+    head: u32,
+}
+
+/// Posts CQEs to one CQ.
+#[derive(Debug)]
+pub struct CqPoster {
+    /// SQ whose commands this CQ completes (reported in every CQE).
     pub sqid: u16,
     /// CQ id.
     pub cqid: u16,
-    sq: *const SubmissionEntry,
     cq: *const [AtomicU32; 4],
-    sq_doorbell: *const AtomicU32,
-    cq_doorbell: *const AtomicU32,
+    doorbell: *const AtomicU32,
     depth: u32,
-    cq_depth: u32,
-    sq_head: u32,
-    cq_tail: u32,
-    cq_phase: bool,
+    tail: u32,
+    phase: bool,
 }
 
 // SAFETY: the rings and doorbells are registered memory that outlives the controller's use of
-// the queue (the queue is deleted before its memory is freed); one worker owns this value.
-unsafe impl Send for ControllerQueue {}
+// the queue (the queue is deleted before its memory is freed); one thread owns each half.
+unsafe impl Send for SqFetcher {}
+// SAFETY: as above.
+unsafe impl Send for CqPoster {}
 
 /// Where a controller finds one queue pair: host addresses of the rings and doorbells.
 #[derive(Debug, Clone, Copy)]
@@ -548,64 +567,92 @@ impl ControllerQueue {
     /// `cq_depth` CQEs) until the queue is deleted.
     pub unsafe fn new(sqid: u16, cqid: u16, at: RingAddrs) -> Self {
         Self {
-            sqid,
-            cqid,
-            sq: at.sq,
-            cq: at.cq.cast(),
-            sq_doorbell: at.sq_doorbell,
-            cq_doorbell: at.cq_doorbell,
-            depth: at.sq_depth,
-            cq_depth: at.cq_depth,
-            sq_head: 0,
-            cq_tail: 0,
-            cq_phase: true,
+            sq: SqFetcher {
+                sqid,
+                sq: at.sq,
+                doorbell: at.sq_doorbell,
+                depth: at.sq_depth,
+                head: 0,
+            },
+            cq: CqPoster {
+                sqid,
+                cqid,
+                cq: at.cq.cast(),
+                doorbell: at.cq_doorbell,
+                depth: at.cq_depth,
+                tail: 0,
+                phase: true,
+            },
         }
     }
 
-    /// Current SQ head (reported in every CQE).
-    pub fn sq_head(&self) -> u16 {
-        self.sq_head as u16
+    /// SQ id.
+    pub fn sqid(&self) -> u16 {
+        self.sq.sqid
+    }
+
+    /// Fetches up to `max` new SQEs into `out` (see [`SqFetcher::fetch`]).
+    pub fn fetch(&mut self, out: &mut Vec<SubmissionEntry>, max: usize) -> usize {
+        self.sq.fetch(out, max)
+    }
+
+    /// Posts a completion reporting the current SQ head (see [`CqPoster::post`]).
+    pub fn post(&mut self, cid: u16, status: crate::spec::Status, dw0: u32) -> bool {
+        self.cq.post(cid, status, dw0, self.sq.head())
+    }
+
+    /// The two halves, for a fetching thread and a completing thread.
+    pub fn split(self) -> (SqFetcher, CqPoster) {
+        (self.sq, self.cq)
+    }
+}
+
+impl SqFetcher {
+    /// Current SQ head (reported in CQEs).
+    pub fn head(&self) -> u16 {
+        self.head as u16
     }
 
     /// Number of SQEs published by the doorbell and not yet fetched.
     pub fn pending(&self) -> u32 {
         // SAFETY: the doorbell is live (constructor contract).
-        let tail = unsafe { &*self.sq_doorbell }.load(Ordering::Acquire) % self.depth;
-        (tail + self.depth - self.sq_head) % self.depth
+        let tail = unsafe { &*self.doorbell }.load(Ordering::Acquire) % self.depth;
+        (tail + self.depth - self.head) % self.depth
     }
 
     /// Fetches up to `max` new SQEs into `out` (coalesced: one doorbell read for all of them).
     pub fn fetch(&mut self, out: &mut Vec<SubmissionEntry>, max: usize) -> usize {
         let n = (self.pending() as usize).min(max);
         for _ in 0..n {
-            // SAFETY: sq_head < depth, inside the SQ ring; the doorbell read (acquire) ordered
-            // the submitter's writes of these entries before this read.
-            out.push(unsafe { std::ptr::read_volatile(self.sq.add(self.sq_head as usize)) });
-            self.sq_head = (self.sq_head + 1) % self.depth;
+            // SAFETY: head < depth, inside the SQ ring; the doorbell read (acquire) ordered the
+            // submitter's writes of these entries before this read.
+            out.push(unsafe { std::ptr::read_volatile(self.sq.add(self.head as usize)) });
+            self.head = (self.head + 1) % self.depth;
         }
         n
     }
+}
 
+impl CqPoster {
     /// Whether the CQ has room for one more entry (NVMe: full when tail + 1 == head).
-    pub fn cq_has_room(&self) -> bool {
+    pub fn has_room(&self) -> bool {
         // SAFETY: the doorbell is live (constructor contract).
-        let head = unsafe { &*self.cq_doorbell }.load(Ordering::Acquire) % self.cq_depth;
-        (self.cq_tail + 1) % self.cq_depth != head
+        let head = unsafe { &*self.doorbell }.load(Ordering::Acquire) % self.depth;
+        (self.tail + 1) % self.depth != head
     }
 
-    /// Posts a completion with the current phase and SQ head; `false` (nothing written) if the
-    /// CQ is full.
-    pub fn post(&mut self, cid: u16, status: crate::spec::Status, dw0: u32) -> bool {
-        if !self.cq_has_room() {
+    /// Posts a completion with the current phase; `false` (nothing written) if the CQ is full.
+    pub fn post(&mut self, cid: u16, status: crate::spec::Status, dw0: u32, sq_head: u16) -> bool {
+        if !self.has_room() {
             return false;
         }
-        let cqe = CompletionEntry::new(cid, self.sqid, self.sq_head(), status, self.cq_phase, dw0);
-        // SAFETY: cq_tail < cq_depth, inside the CQ ring (constructor contract).
-        write_cqe(unsafe { &*self.cq.add(self.cq_tail as usize) }, &cqe);
-        self.cq_tail += 1;
-        if self.cq_tail == self.cq_depth {
-            self.cq_tail = 0;
-            self.cq_phase = !self.cq_phase;
+        let cqe = CompletionEntry::new(cid, self.sqid, sq_head, status, self.phase, dw0);
+        // SAFETY: tail < depth, inside the CQ ring (constructor contract).
+        write_cqe(unsafe { &*self.cq.add(self.tail as usize) }, &cqe);
+        self.tail += 1;
+        if self.tail == self.depth {
+            self.tail = 0;
+            self.phase = !self.phase;
         }
         true
     }

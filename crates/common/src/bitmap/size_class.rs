@@ -743,10 +743,6 @@ impl SizeClassPool {
             if current & mask != mask {
                 return false;
             }
-            // PLANTED BUG: a non-atomic claim.
-            word.store(current & !mask, SeqCst);
-            return true;
-            #[allow(unreachable_code)]
             match word.compare_exchange_weak(current, current & !mask, SeqCst, SeqCst) {
                 Ok(_) => return true,
                 Err(actual) => current = actual,

@@ -1,198 +1,33 @@
-//! nvme-bench: block I/O through gpu-nvme's queues from CPU threads or GPU threads, in the
-//! spirit of BaM's nvm-block-bench. Prints IOPS, GB/s and latency percentiles; `--json` emits
-//! the common bench record.
+//! nvme-bench: block I/O through gpu-nvme's queues from CPU threads or GPU threads against a
+//! file-backed controller, in the spirit of BaM's nvm-block-bench. Prints IOPS, GB/s and
+//! latency percentiles; `--json` emits the common bench record. The same benchmark runs
+//! against the SwarmIO emulator as `swarmio bench`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail, ensure};
-use clap::{Parser, ValueEnum};
-use common::bench::{BenchRecord, Engine, LatencyRecorder, Machine, render_table};
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+use common::bench::render_table;
+use gpu_nvme::bench::{self, BenchArgs, BenchError};
 use gpu_nvme::controller::{Controller, FileBackend, FileController, FileControllerConfig};
-use gpu_nvme::cuda::{CompileOptions, DeviceBuffer, Gpu, KernelArg, LaunchDims, PinnedBuffer};
-use gpu_nvme::device::{DeviceConfig, NvmeDevice};
-use gpu_nvme::kernels::{NVME_BENCH, NVME_HEADERS};
+use gpu_nvme::cuda::Gpu;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Initiator {
-    Cpu,
-    Gpu,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Pattern {
-    Rand,
-    Seq,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Op {
-    Read,
-    Write,
-    Mixed,
-}
-
-/// How GPU-initiated transfers reach GPU memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum GpuData {
-    /// Bounce below `DIRECT_MIN_BYTES`, direct from there on (whichever measured faster).
-    Auto,
-    /// The controller fills a bounce slot in host memory and the GPU pulls it.
-    Bounce,
-    /// The PRPs name GPU memory and the controller uses the copy engines.
-    Direct,
-}
-
-/// Block I/O benchmark over gpu-nvme queue pairs.
+/// Block I/O benchmark over gpu-nvme queue pairs against a file or block device.
 #[derive(Debug, Parser)]
 #[command(version, about)]
 struct Args {
-    /// Who submits the commands.
-    #[arg(long, value_enum, default_value = "cpu")]
-    initiator: Initiator,
     /// The controller: `file:PATH` (a file or block device as the namespace).
     #[arg(long, default_value = "file:/dev/shm/nvme-bench.img")]
     controller: String,
     /// Create (or grow) the namespace file to this many MiB, filled with the check pattern.
     #[arg(long)]
     create_mib: Option<u64>,
-    /// Submitting threads: host threads (cpu) or GPU threads, a multiple of 32 (gpu).
-    #[arg(long, default_value_t = 4)]
-    threads: u64,
-    /// Bytes per command (a multiple of the LBA size).
-    #[arg(long, default_value_t = 4096)]
-    block_size: u32,
-    /// LBA size of the namespace (512 or 4096).
-    #[arg(long, default_value_t = 512)]
-    lba_size: u32,
-    /// I/O queue pairs.
-    #[arg(long, default_value_t = 4)]
-    queues: u16,
-    /// Entries per I/O queue.
-    #[arg(long, default_value_t = 256)]
-    queue_depth: u32,
-    /// Commands each host thread keeps in flight (cpu).
-    #[arg(long, default_value_t = 16)]
-    inflight: u32,
-    /// Access pattern.
-    #[arg(long, value_enum, default_value = "rand")]
-    pattern: Pattern,
-    /// Operation.
-    #[arg(long, value_enum, default_value = "read")]
-    op: Op,
-    /// Control path only: the controller completes commands without moving data.
-    #[arg(long)]
-    null: bool,
-    /// Check every byte read against the pattern (and write the pattern).
-    #[arg(long)]
-    verify: bool,
-    /// Seconds to run.
-    #[arg(long, default_value_t = 5.0)]
-    duration: f64,
-    /// Controller worker threads (polling SQs).
-    #[arg(long, default_value_t = 2)]
-    workers: usize,
-    /// How the file controller reaches the file.
+    /// How the file controller reaches the file: uring, psync or mmap.
     #[arg(long, default_value = "mmap")]
     backend: String,
-    /// GPU-initiated data path.
-    #[arg(long, value_enum, default_value = "auto")]
-    gpu_data: GpuData,
-    /// GPU load used to pull bounce slots: 0 ld.cv, 1 ld.cg, 2 plain, 3 ld.global.nc.
-    #[arg(long, default_value_t = 0)]
-    load_kind: u32,
-    /// GPU threads per block.
-    #[arg(long, default_value_t = 128)]
-    block_threads: u32,
-    /// Preprocessor definitions for the CUDA sources (NAME=VALUE), e.g. NVME_FULL_FENCES=1.
-    #[arg(long = "define")]
-    defines: Vec<String>,
-    /// Emit the common JSON record instead of the table.
-    #[arg(long)]
-    json: bool,
-}
-
-/// Transfer size from which the copy engines beat the GPU pulling bounce slots (see
-/// bench/results/: at 4 KiB the pull path is several times faster, at 64 KiB the copy engines).
-const DIRECT_MIN_BYTES: u32 = 32 << 10;
-
-impl GpuData {
-    /// The data path a transfer of `bytes` takes.
-    fn resolve(self, bytes: u32) -> GpuData {
-        match self {
-            GpuData::Auto if bytes >= DIRECT_MIN_BYTES => GpuData::Direct,
-            GpuData::Auto => GpuData::Bounce,
-            other => other,
-        }
-    }
-}
-
-/// The pattern every benchmark file holds (same function as `bench_pattern` in nvme_bench.cu).
-fn pattern_word(offset: u64) -> u64 {
-    let x = offset.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    x ^ (x >> 29) ^ 0x5_DEEC_E66D
-}
-
-fn fill_pattern(buf: &mut [u8], offset: u64) {
-    for (i, w) in buf.chunks_exact_mut(8).enumerate() {
-        w.copy_from_slice(&pattern_word(offset + i as u64 * 8).to_le_bytes());
-    }
-}
-
-fn matches_pattern(buf: &[u8], offset: u64) -> bool {
-    buf.chunks_exact(8)
-        .enumerate()
-        .all(|(i, w)| w == pattern_word(offset + i as u64 * 8).to_le_bytes())
-}
-
-/// Creates or grows the namespace file to `mib` MiB of pattern, in parallel.
-fn create_namespace(path: &std::path::Path, mib: u64) -> Result<()> {
-    use std::os::unix::fs::FileExt;
-    let len = mib << 20;
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .read(true)
-        .write(true)
-        .open(path)?;
-    if file.metadata()?.len() >= len {
-        return Ok(());
-    }
-    file.set_len(len)?;
-    let chunk = 4u64 << 20;
-    let next = AtomicU64::new(0);
-    let threads = std::thread::available_parallelism()
-        .map_or(2, |n| n.get())
-        .min(16);
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| -> Result<()> {
-                let mut buf = vec![0u8; chunk as usize];
-                loop {
-                    let off = next.fetch_add(chunk, Ordering::Relaxed);
-                    if off >= len {
-                        return Ok(());
-                    }
-                    fill_pattern(&mut buf, off);
-                    file.write_all_at(&buf, off)?;
-                }
-            });
-        }
-    });
-    Ok(())
-}
-
-struct Outcome {
-    ops: u64,
-    bytes: u64,
-    errors: u64,
-    verify_failures: u64,
-    elapsed: Duration,
-    latency: LatencyRecorder,
-    notes: Vec<String>,
-    gpu_name: Option<String>,
+    #[command(flatten)]
+    bench: BenchArgs,
 }
 
 fn main() -> Result<()> {
@@ -206,457 +41,42 @@ fn main() -> Result<()> {
             .strip_prefix("file:")
             .context("--controller must be file:PATH")?,
     );
-    ensure!(
-        args.block_size > 0 && args.block_size % args.lba_size == 0,
-        "--block-size must be a multiple of --lba-size"
-    );
-    ensure!(args.duration > 0.0, "--duration must be positive");
     if let Some(mib) = args.create_mib {
-        create_namespace(&path, mib).with_context(|| format!("creating {}", path.display()))?;
+        bench::create_namespace(&path, mib)
+            .with_context(|| format!("creating {}", path.display()))?;
     }
-    let outcome = match args.initiator {
-        Initiator::Cpu => run_cpu(&args, &path)?,
-        Initiator::Gpu => run_gpu(&args, &path)?,
+    let backend = args.backend.parse::<FileBackend>()?;
+    let factory = |b: &BenchArgs,
+                   gpu: Option<&Gpu>,
+                   queues: u16|
+     -> Result<Arc<dyn Controller>, BenchError> {
+        let mut config = FileControllerConfig::new(&path);
+        config.lba_size = b.lba_size;
+        config.workers = b.workers;
+        config.backend = backend;
+        config.null_data = b.null;
+        config.max_io_queues = queues;
+        config.gpu = gpu.cloned();
+        Ok(FileController::new(config)?)
     };
-    let mut machine = Machine::detect();
-    if let Some(name) = &outcome.gpu_name {
-        machine = machine.with_gpu(name.clone());
-    }
-    let workload = format!(
-        "{}{}-{}",
-        match args.pattern {
-            Pattern::Rand => "rand",
-            Pattern::Seq => "seq",
-        },
-        match args.op {
-            Op::Read => "read",
-            Op::Write => "write",
-            Op::Mixed => "rw",
-        },
-        if args.null {
-            "null".to_string()
-        } else {
-            format!("{}b", args.block_size)
-        }
-    );
-    let engine = if args.initiator == Initiator::Gpu {
-        Engine::Gpu
-    } else {
-        Engine::Cpu
-    };
-    let mut builder = BenchRecord::new("gpu-nvme", workload, engine)
-        .param("initiator", format!("{:?}", args.initiator).to_lowercase())
-        .param("controller", args.controller.clone())
-        .param("backend", args.backend.clone())
-        .param("threads", args.threads)
-        .param("block_size", args.block_size)
-        .param("lba_size", args.lba_size)
-        .param("queues", args.queues)
-        .param("queue_depth", args.queue_depth)
-        .param("workers", args.workers as u64)
-        .param("null", args.null)
-        .param("verify", args.verify)
-        .param(
-            "gpu_data",
-            format!("{:?}", args.gpu_data.resolve(args.block_size)).to_lowercase(),
-        )
-        .param("defines", args.defines.join(" "))
-        .ops(outcome.ops)
-        .bytes(outcome.bytes)
-        .duration(outcome.elapsed)
-        .machine(machine)
-        .extra("errors", outcome.errors)
-        .extra("verify_failures", outcome.verify_failures);
-    if outcome.latency.samples() > 0 {
-        builder = builder.latency(&outcome.latency);
-    }
-    if !outcome.notes.is_empty() {
-        builder = builder.notes(outcome.notes.join("; "));
-    }
-    let record = builder.finish()?;
-    if args.json {
+    let (mut record, notes) = bench::run(&args.bench, "gpu-nvme", &factory)?;
+    record
+        .parameters
+        .insert("controller".into(), args.controller.clone().into());
+    record
+        .parameters
+        .insert("backend".into(), args.backend.clone().into());
+    if args.bench.json {
         println!("{}", record.to_json_line());
     } else {
         println!("{}", render_table(std::slice::from_ref(&record)));
-        for n in &outcome.notes {
+        for n in &notes {
             println!("note: {n}");
         }
     }
-    if outcome.errors > 0 || outcome.verify_failures > 0 {
-        bail!(
-            "{} commands failed and {} reads did not match the pattern",
-            outcome.errors,
-            outcome.verify_failures
-        );
+    let (errors, mismatches) = bench::failures(&record);
+    if errors > 0 || mismatches > 0 {
+        bail!("{errors} commands failed and {mismatches} reads did not match the pattern");
     }
     Ok(())
-}
-
-fn controller(
-    args: &Args,
-    path: &std::path::Path,
-    gpu: Option<&Gpu>,
-    extra_queues: u16,
-) -> Result<Arc<dyn Controller>> {
-    let mut config = FileControllerConfig::new(path);
-    config.lba_size = args.lba_size;
-    config.workers = args.workers;
-    config.backend = args.backend.parse::<FileBackend>()?;
-    config.null_data = args.null;
-    config.max_io_queues = args.queues + extra_queues + 1;
-    config.gpu = gpu.cloned();
-    Ok(FileController::new(config)?)
-}
-
-fn run_cpu(args: &Args, path: &std::path::Path) -> Result<Outcome> {
-    ensure!(
-        args.threads > 0 && args.queues > 0,
-        "--threads and --queues must be positive"
-    );
-    let ctrl = controller(args, path, None, 0)?;
-    let config = DeviceConfig {
-        io_queues: args.queues,
-        queue_depth: args.queue_depth,
-        admin_depth: 32,
-        slot_bytes: args.block_size.next_multiple_of(4096),
-    };
-    let dev = NvmeDevice::open(ctrl, config)?;
-    let blocks_per_io = args.block_size / args.lba_size;
-    let units = dev.geometry().capacity_blocks() / u64::from(blocks_per_io);
-    ensure!(units > 0, "the namespace is smaller than one block");
-    let stop = AtomicBool::new(false);
-    let start = Instant::now();
-    let results: Vec<Result<(u64, u64, u64, LatencyRecorder)>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..args.threads)
-            .map(|t| {
-                let (dev, stop) = (&dev, &stop);
-                s.spawn(move || cpu_thread(args, dev, t, units, blocks_per_io, stop))
-            })
-            .collect();
-        std::thread::sleep(Duration::from_secs_f64(args.duration));
-        stop.store(true, Ordering::Release);
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(anyhow::anyhow!("thread panicked")))
-            })
-            .collect()
-    });
-    let elapsed = start.elapsed();
-    let mut out = Outcome {
-        ops: 0,
-        bytes: 0,
-        errors: 0,
-        verify_failures: 0,
-        elapsed,
-        latency: LatencyRecorder::new(),
-        notes: Vec::new(),
-        gpu_name: None,
-    };
-    for r in results {
-        let (ops, errors, bad, lat) = r?;
-        out.ops += ops;
-        out.errors += errors;
-        out.verify_failures += bad;
-        out.latency.merge(&lat)?;
-    }
-    out.bytes = if args.null {
-        0
-    } else {
-        out.ops * u64::from(args.block_size)
-    };
-    let per_poller = out.ops as f64 / elapsed.as_secs_f64() / args.workers as f64;
-    out.notes.push(format!(
-        "{:.2} M commands/s per controller polling thread",
-        per_poller / 1e6
-    ));
-    Ok(out)
-}
-
-fn cpu_thread(
-    args: &Args,
-    dev: &NvmeDevice,
-    thread: u64,
-    units: u64,
-    blocks_per_io: u32,
-    stop: &AtomicBool,
-) -> Result<(u64, u64, u64, LatencyRecorder)> {
-    let q = dev
-        .host_queue(thread as usize % dev.host_queues())
-        .context("queue")?;
-    let lba_size = u64::from(args.lba_size);
-    let bytes = args.block_size as usize;
-    let mut rng = 0x2545_F491_4F6C_DD1Du64 ^ (thread + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    let next = |rng: &mut u64| {
-        *rng ^= *rng << 13;
-        *rng ^= *rng >> 7;
-        *rng ^= *rng << 17;
-        *rng
-    };
-    let mut seq = thread * units / args.threads.max(1);
-    let mut inflight = std::collections::VecDeque::new();
-    let mut lat = LatencyRecorder::new();
-    let (mut ops, mut errors, mut bad) = (0u64, 0u64, 0u64);
-    let window = args.inflight.min(q.depth() / 2).max(1) as usize;
-    loop {
-        let stopping = stop.load(Ordering::Relaxed);
-        while !stopping && inflight.len() < window {
-            let unit = match args.pattern {
-                Pattern::Rand => next(&mut rng) % units,
-                Pattern::Seq => {
-                    seq = (seq + 1) % units;
-                    seq
-                }
-            };
-            let lba = unit * u64::from(blocks_per_io);
-            let write = match args.op {
-                Op::Read => false,
-                Op::Write => true,
-                Op::Mixed => next(&mut rng) & 1 == 1,
-            };
-            let t = q.submit(write, lba, blocks_per_io, args.null, |slot| {
-                if args.verify {
-                    fill_pattern(slot, lba * lba_size);
-                }
-            })?;
-            inflight.push_back((t, lba, write, Instant::now()));
-        }
-        let Some(&(t, lba, write, t0)) = inflight.front() else {
-            break;
-        };
-        let backoff = crossbeam_utils::Backoff::new();
-        let cqe = loop {
-            if let Some(c) = q.poll(t) {
-                break c;
-            }
-            backoff.snooze();
-        };
-        inflight.pop_front();
-        lat.record(t0.elapsed());
-        if cqe.status().is_success() {
-            ops += 1;
-            if args.verify
-                && !write
-                && !args.null
-                && !matches_pattern(q.slot_data(t, bytes), lba * lba_size)
-            {
-                bad += 1;
-            }
-        } else {
-            errors += 1;
-        }
-        q.release(t);
-    }
-    Ok((ops, errors, bad, lat))
-}
-
-/// Kernel parameters; mirrors `struct bench_params` in `cuda/nvme_bench.cu`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-struct BenchParams {
-    queues: u64,
-    data: u64,
-    counters: u64,
-    latency_hist: u64,
-    stop_flag: u64,
-    lba_count: u64,
-    seed: u64,
-    max_ops_per_thread: u64,
-    num_queues: u32,
-    blocks_per_io: u32,
-    op: u32,
-    pattern: u32,
-    data_mode: u32,
-    verify: u32,
-    load_kind: u32,
-    _pad: u32,
-}
-
-const _: () = assert!(size_of::<BenchParams>() == 96);
-const LAT_BUCKETS: usize = 8192;
-
-impl BenchParams {
-    fn to_bytes(self) -> Vec<u8> {
-        let mut v = Vec::with_capacity(96);
-        for w in [
-            self.queues,
-            self.data,
-            self.counters,
-            self.latency_hist,
-            self.stop_flag,
-            self.lba_count,
-            self.seed,
-            self.max_ops_per_thread,
-        ] {
-            v.extend_from_slice(&w.to_le_bytes());
-        }
-        for w in [
-            self.num_queues,
-            self.blocks_per_io,
-            self.op,
-            self.pattern,
-            self.data_mode,
-            self.verify,
-            self.load_kind,
-            self._pad,
-        ] {
-            v.extend_from_slice(&w.to_le_bytes());
-        }
-        v
-    }
-}
-
-fn run_gpu(args: &Args, path: &std::path::Path) -> Result<Outcome> {
-    ensure!(
-        args.threads > 0 && args.threads.is_multiple_of(32),
-        "--threads must be a positive multiple of 32 for the GPU"
-    );
-    ensure!(
-        args.block_threads.is_multiple_of(32) && args.block_threads > 0,
-        "--block-threads must be a multiple of 32"
-    );
-    let gpu = Gpu::open(0)?;
-    let ctrl = controller(args, path, Some(&gpu), args.queues)?;
-    let dev = NvmeDevice::open(
-        ctrl,
-        DeviceConfig {
-            io_queues: 1,
-            queue_depth: 64,
-            admin_depth: 32,
-            slot_bytes: 64 << 10,
-        },
-    )?;
-    let blocks_per_io = args.block_size / args.lba_size;
-    // Transfers over two pages keep their PRP list in the last page of their bounce slot.
-    let slot_bytes =
-        args.block_size.next_multiple_of(4096) + if args.block_size > 8192 { 4096 } else { 0 };
-    let queues = dev.create_gpu_queues(&gpu, args.queues, args.queue_depth, slot_bytes)?;
-    let options = CompileOptions {
-        extra: args.defines.iter().map(|d| format!("-D{d}")).collect(),
-        ..CompileOptions::default()
-    };
-    let module = gpu.load_module(&NVME_BENCH, NVME_HEADERS, &options)?;
-    let kernel = module.function("nvme_bench")?;
-    let data_bytes = (args.threads * u64::from(args.block_size)) as usize;
-    let data = DeviceBuffer::new(&gpu, data_bytes)?;
-    let gpu_data = args.gpu_data.resolve(args.block_size);
-    if gpu_data == GpuData::Direct {
-        dev.register_gpu_memory(&data)?;
-    }
-    let mut counters = DeviceBuffer::new(&gpu, 48)?;
-    counters.zero()?;
-    let mut hist = DeviceBuffer::new(&gpu, LAT_BUCKETS * 8)?;
-    hist.zero()?;
-    let stop = PinnedBuffer::new(&gpu, 4096)?;
-    let params = BenchParams {
-        queues: queues.table_ptr(),
-        data: data.device_ptr(),
-        counters: counters.device_ptr(),
-        latency_hist: hist.device_ptr(),
-        stop_flag: stop.device_ptr(),
-        lba_count: dev.geometry().capacity_blocks(),
-        seed: 0x1234_5678,
-        max_ops_per_thread: 0,
-        num_queues: u32::from(args.queues),
-        blocks_per_io,
-        op: match args.op {
-            Op::Read => 0,
-            Op::Write => 1,
-            Op::Mixed => 2,
-        },
-        pattern: u32::from(args.pattern == Pattern::Seq),
-        data_mode: if args.null {
-            0
-        } else {
-            match gpu_data {
-                GpuData::Direct => 2,
-                GpuData::Bounce | GpuData::Auto => 1,
-            }
-        },
-        verify: u32::from(args.verify),
-        load_kind: args.load_kind,
-        _pad: 0,
-    };
-    let dims = LaunchDims::linear(
-        (args.threads / u64::from(args.block_threads)).max(1) as u32,
-        args.block_threads.min(args.threads as u32),
-    );
-    let mut param_block = DeviceBuffer::new(&gpu, size_of::<BenchParams>())?;
-    param_block.copy_from_host(0, &params.to_bytes())?;
-    let stream = gpu.new_stream()?;
-    let start = Instant::now();
-    // SAFETY: the parameter block matches `bench_params` (size asserted on both sides), and
-    // every buffer it names stays alive until the kernel has finished (synchronize below).
-    unsafe { stream.launch(&kernel, dims, &[KernelArg::U64(param_block.device_ptr())])? };
-    std::thread::sleep(Duration::from_secs_f64(args.duration));
-    // SAFETY: the flag is a live, aligned u32 in mapped memory; the kernel only reads it.
-    unsafe { std::ptr::write_volatile(stop.as_mut_ptr().cast::<u32>(), 1) };
-    stream.synchronize()?;
-    let elapsed = start.elapsed();
-    let mut c = [0u8; 48];
-    counters.copy_to_host(0, &mut c)?;
-    let word = |i: usize| u64::from_le_bytes(c[i * 8..i * 8 + 8].try_into().unwrap_or_default());
-    let mut h = vec![0u8; LAT_BUCKETS * 8];
-    hist.copy_to_host(0, &mut h)?;
-    let mut latency = LatencyRecorder::new();
-    for (us, n) in h.chunks_exact(8).enumerate() {
-        let n = u64::from_le_bytes(n.try_into().unwrap_or_default());
-        if n > 0 {
-            latency.record_ns_n(us as u64 * 1000 + 500, n);
-        }
-    }
-    let mut notes = vec!["latency is per warp of 32 commands, 1 us buckets".to_string()];
-    let phases = word(4) + word(5);
-    if phases > 0 {
-        notes.push(format!(
-            "warps spent {:.0}% of their time submitting, {:.0}% waiting",
-            word(4) as f64 * 100.0 / phases as f64,
-            word(5) as f64 * 100.0 / phases as f64
-        ));
-    }
-    let stats = dev.controller().stats();
-    if stats.batches > 0 {
-        notes.push(format!(
-            "controller: {:.1} commands per fetched batch, workers busy {:.0}% of the run",
-            stats.commands as f64 / stats.batches as f64,
-            stats.busy_ns as f64 / 1e9 / elapsed.as_secs_f64() / args.workers as f64 * 100.0
-        ));
-    }
-    if !args.null {
-        let bw = h2d_bandwidth(&gpu)?;
-        let achieved = (word(3) as f64) / elapsed.as_secs_f64() / 1e9;
-        notes.push(format!(
-            "pinned host-to-device copy bandwidth in this run: {bw:.1} GB/s; achieved {:.0}% of it",
-            achieved / bw * 100.0
-        ));
-    }
-    dev.delete_gpu_queues(queues)?;
-    Ok(Outcome {
-        ops: word(0),
-        bytes: if args.null { 0 } else { word(3) },
-        errors: word(1),
-        verify_failures: word(2),
-        elapsed,
-        latency,
-        notes,
-        gpu_name: Some(gpu.name().to_string()),
-    })
-}
-
-/// Pinned host-to-device copy bandwidth with large copies (the ceiling for data into GPU memory).
-fn h2d_bandwidth(gpu: &Gpu) -> Result<f64> {
-    let len = 256 << 20;
-    let src = PinnedBuffer::new(gpu, len)?;
-    let dst = DeviceBuffer::new(gpu, len)?;
-    let stream = gpu.stream();
-    let mut best = 0f64;
-    for _ in 0..5 {
-        let t = Instant::now();
-        // SAFETY: both buffers hold `len` bytes and live until the synchronize below.
-        unsafe { stream.copy_htod_async(dst.device_ptr(), src.as_ptr(), len)? };
-        stream.synchronize()?;
-        best = best.max(len as f64 / t.elapsed().as_secs_f64() / 1e9);
-    }
-    Ok(best)
 }

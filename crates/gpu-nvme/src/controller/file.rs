@@ -20,12 +20,11 @@ use crossbeam_utils::{Backoff, CachePadded};
 use crate::cuda::Gpu;
 use crate::memory::DmaMap;
 use crate::queue::ControllerQueue;
-use crate::spec::{
-    IdentifyController, IoOpcode, LbaFormat, NamespaceGeometry, Status, SubmissionEntry,
-};
+use crate::spec::{IdentifyController, LbaFormat, NamespaceGeometry, Status, SubmissionEntry};
 
 use super::admin::{AdminConfig, run_admin_queue};
-use super::data::{DataPath, GpuCopier, MAX_TRANSFER};
+use super::data::{DataPath, GpuCopier};
+use super::io::{Prepared, dsm_ranges, prepare};
 use super::{Controller, ControllerError, ControllerStats, Registers, StatsCounters};
 
 /// How workers reach the backing file.
@@ -233,7 +232,7 @@ impl FileController {
                 let mut inbox = slot.inbox.lock().unwrap_or_else(|e| e.into_inner());
                 queues.append(&mut inbox.add);
                 let remove = std::mem::take(&mut inbox.remove);
-                queues.retain(|q| !remove.contains(&q.sqid));
+                queues.retain(|q| !remove.contains(&q.sqid()));
                 slot.applied
                     .store(slot.requested.load(Ordering::Acquire), Ordering::Release);
             }
@@ -331,7 +330,7 @@ impl Controller for FileController {
         if !self.running.load(Ordering::Acquire) {
             return Err(ControllerError::State("not running"));
         }
-        let sqid = queue.sqid;
+        let sqid = queue.sqid();
         self.request(sqid, |inbox| inbox.add.push(queue));
         Ok(())
     }
@@ -645,33 +644,10 @@ impl<'a> Executor<'a> {
         ranges: u32,
         path: &mut DataPath<'_>,
     ) -> Status {
-        if ranges == 0 {
-            return Status::SUCCESS;
-        }
-        let len = u64::from(ranges) * 16;
-        let segs = match path.segments(sqe, len) {
-            Ok(s) => s,
+        let todo = match dsm_ranges(sqe, ranges, self.geometry, path) {
+            Ok(todo) => todo,
             Err(status) => return status,
         };
-        let mut list = vec![0u8; len as usize];
-        if let Err(status) = path.write_from(&segs, |pos, data| {
-            list[pos as usize..pos as usize + data.len()].copy_from_slice(data);
-            Ok(())
-        }) {
-            return status;
-        }
-        let mut todo = Vec::with_capacity(ranges as usize);
-        for r in list.chunks_exact(16) {
-            let nlb = u32::from_le_bytes(r[4..8].try_into().unwrap_or_default());
-            let slba = u64::from_le_bytes(r[8..16].try_into().unwrap_or_default());
-            if nlb == 0 {
-                continue;
-            }
-            match self.geometry.byte_range(slba, u64::from(nlb)) {
-                Ok(range) => todo.push(range),
-                Err(_) => return Status::lba_out_of_range(),
-            }
-        }
         if self.null_data {
             return Status::SUCCESS;
         }
@@ -729,63 +705,6 @@ fn aligned_scratch(buf: &mut Vec<u8>, len: usize) -> &mut [u8] {
     }
     let skew = buf.as_ptr().align_offset(4096);
     &mut buf[skew..skew + len]
-}
-
-/// A validated I/O command.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Prepared {
-    /// Read (`write == false`) or Write of `len` bytes at byte offset `off`.
-    Rw { write: bool, off: u64, len: u64 },
-    /// Flush.
-    Flush,
-    /// Write Zeroes of a byte range.
-    Zero { off: u64, len: u64 },
-    /// Dataset Management with `ranges` ranges to deallocate.
-    Deallocate { ranges: u32 },
-}
-
-/// Checks opcode, namespace, LBA range and transfer size of an I/O command.
-pub(crate) fn prepare(
-    sqe: &SubmissionEntry,
-    geometry: NamespaceGeometry,
-) -> Result<Prepared, Status> {
-    let Ok(op) = IoOpcode::try_from(sqe.opcode()) else {
-        return Err(Status::invalid_opcode());
-    };
-    let broadcast = sqe.nsid == u32::MAX && op == IoOpcode::Flush;
-    if sqe.nsid != 1 && !broadcast {
-        return Err(Status::invalid_namespace());
-    }
-    match op {
-        IoOpcode::Flush => Ok(Prepared::Flush),
-        IoOpcode::Read | IoOpcode::Write => {
-            let (off, len) = geometry
-                .byte_range(sqe.slba(), u64::from(sqe.block_count()))
-                .map_err(|_| Status::lba_out_of_range())?;
-            if len > MAX_TRANSFER {
-                return Err(Status::invalid_field());
-            }
-            Ok(Prepared::Rw {
-                write: op == IoOpcode::Write,
-                off,
-                len,
-            })
-        }
-        IoOpcode::WriteZeroes => {
-            let (off, len) = geometry
-                .byte_range(sqe.slba(), u64::from(sqe.block_count()))
-                .map_err(|_| Status::lba_out_of_range())?;
-            Ok(Prepared::Zero { off, len })
-        }
-        IoOpcode::DatasetManagement => {
-            // Only deallocation (AD, cdw11 bit 2) changes anything; hints are accepted.
-            let ranges = (sqe.cdw10 & 0xff) + 1;
-            if sqe.cdw11 & 0b100 == 0 {
-                return Ok(Prepared::Deallocate { ranges: 0 });
-            }
-            Ok(Prepared::Deallocate { ranges })
-        }
-    }
 }
 
 mod uring;

@@ -8,6 +8,7 @@
 pub mod admin;
 pub mod data;
 pub mod file;
+pub mod io;
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 

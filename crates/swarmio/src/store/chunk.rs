@@ -1,0 +1,194 @@
+//! Per-chunk state: a seqlock, the mask of blocks that may hold non-zero data, and the undo
+//! record that makes writes since the last flush discardable.
+//!
+//! A chunk is [`CHUNK_BLOCKS`] consecutive blocks, so one `u64` mask covers it. Readers never
+//! write the chunk's cache line: they re-read when the sequence number moved (seqlock). Writers,
+//! flush and power cut take the chunk exclusively by making the sequence number odd.
+
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicPtr, AtomicU64, fence};
+
+use crossbeam_utils::Backoff;
+
+use super::mapping::ZeroIsValid;
+use super::{block_mask, load_words};
+
+/// Blocks per chunk: the granule of locking, of dirty tracking and of write atomicity.
+pub const CHUNK_BLOCKS: u32 = 64;
+
+/// The metadata of one chunk, stored in a lazily zero-filled array (all zeros = never written).
+pub(super) struct ChunkMeta {
+    /// Seqlock: odd while a writer holds the chunk; readers retry if it changed under them.
+    seq: AtomicU64,
+    /// RAM backing: bit `b` set = block `b` may hold non-zero bytes; clear = reads as zeros
+    /// without looking at (or faulting in) its memory. Unused by the file backing.
+    live: AtomicU64,
+    /// The undo record while the chunk has writes that are not yet flushed; null otherwise.
+    /// Owned by the chunk (`Box::into_raw`) and only touched while holding the chunk.
+    undo: AtomicPtr<Undo>,
+}
+
+// SAFETY: all-zero bytes are `seq = 0` (unlocked), `live = 0` (all zeros) and a null undo
+// pointer; the type has no destructor (the store frees undo records itself) and only mutates
+// through atomics.
+unsafe impl ZeroIsValid for ChunkMeta {}
+
+impl ChunkMeta {
+    /// Runs `read(live)` until it ran without a writer holding the chunk, and returns its result.
+    /// `read` may observe torn data in a discarded attempt, so it must only copy bytes out.
+    pub(super) fn read<R>(&self, mut read: impl FnMut(u64) -> R) -> R {
+        let backoff = Backoff::new();
+        loop {
+            let before = self.seq.load(Acquire);
+            if before & 1 == 0 {
+                let result = read(self.live.load(Relaxed));
+                // Orders the data loads above before the re-check (seqlock reader fence).
+                fence(Acquire);
+                if self.seq.load(Relaxed) == before {
+                    return result;
+                }
+            }
+            backoff.snooze();
+        }
+    }
+
+    /// Takes the chunk exclusively, spinning (then yielding) while another writer holds it.
+    pub(super) fn lock(&self) -> ChunkGuard<'_> {
+        let backoff = Backoff::new();
+        loop {
+            let seq = self.seq.load(Relaxed);
+            if seq & 1 == 0
+                && self.seq.compare_exchange_weak(seq, seq + 1, Acquire, Relaxed).is_ok()
+            {
+                // Orders the odd sequence number before our data stores (seqlock writer fence).
+                fence(Release);
+                return ChunkGuard { meta: self, seq: seq + 1 };
+            }
+            backoff.snooze();
+        }
+    }
+}
+
+/// Exclusive access to one chunk; releases it (bumping the sequence number) on drop.
+pub(super) struct ChunkGuard<'a> {
+    meta: &'a ChunkMeta,
+    seq: u64,
+}
+
+impl ChunkGuard<'_> {
+    /// The chunk's live-block mask.
+    pub(super) fn live(&self) -> u64 {
+        self.meta.live.load(Relaxed)
+    }
+
+    /// Replaces the live-block mask (readers see it together with the data: both under seqlock).
+    pub(super) fn set_live(&mut self, live: u64) {
+        self.meta.live.store(live, Relaxed);
+    }
+
+    /// The undo record, if the chunk has unflushed writes.
+    pub(super) fn undo(&mut self) -> Option<&mut Undo> {
+        let undo = self.meta.undo.load(Relaxed);
+        // SAFETY: a non-null pointer came from `Box::into_raw` in `insert_undo` and is owned by
+        // the chunk; it is only dereferenced or freed while holding the chunk, and the returned
+        // borrow holds `self` mutably, so no other reference to the record exists meanwhile.
+        unsafe { undo.as_mut() }
+    }
+
+    /// Installs `undo` as the chunk's undo record. The chunk must not have one.
+    pub(super) fn insert_undo(&mut self, undo: Box<Undo>) {
+        let previous = self.meta.undo.swap(Box::into_raw(undo), Relaxed);
+        debug_assert!(previous.is_null(), "undo record installed twice");
+    }
+
+    /// Removes and returns the undo record (the chunk then has no unflushed writes).
+    pub(super) fn take_undo(&mut self) -> Option<Box<Undo>> {
+        let undo = self.meta.undo.swap(std::ptr::null_mut(), Relaxed);
+        if undo.is_null() {
+            return None;
+        }
+        // SAFETY: non-null pointers stored in `undo` come from `Box::into_raw` and are owned by
+        // the chunk; swapping in null while holding the chunk transfers that ownership to us.
+        Some(unsafe { Box::from_raw(undo) })
+    }
+}
+
+impl Drop for ChunkGuard<'_> {
+    fn drop(&mut self) {
+        self.meta.seq.store(self.seq + 1, Release);
+    }
+}
+
+/// What a chunk looked like at the last flush, for the blocks modified since.
+///
+/// Writes go straight to the namespace memory; before a block is first modified after a flush,
+/// its durable content is copied here, so power cut can put it back and flush only has to drop
+/// this record. Blocks whose durable content is all zeros (a clear bit in `durable_live`) are
+/// not copied: restoring them means clearing their live bit.
+pub(super) struct Undo {
+    /// The chunk's live mask at the last flush (all ones for the file backing: always copy).
+    durable_live: u64,
+    /// Blocks written, zeroed or deallocated since the last flush.
+    dirty: u64,
+    /// Dirty blocks whose durable content is stored in `blocks`.
+    saved: u64,
+    /// `slots[b]`: index in `blocks` (in units of `block_bytes`) of block `b`'s durable content.
+    slots: [u8; CHUNK_BLOCKS as usize],
+    /// Saved durable contents, one block after another.
+    blocks: Vec<u8>,
+}
+
+impl Undo {
+    /// A record for a chunk whose durable live mask is `durable_live`.
+    pub(super) fn new(durable_live: u64) -> Box<Self> {
+        Box::new(Self {
+            durable_live,
+            dirty: 0,
+            saved: 0,
+            slots: [0; CHUNK_BLOCKS as usize],
+            blocks: Vec::new(),
+        })
+    }
+
+    /// The chunk's live mask at the last flush.
+    pub(super) fn durable_live(&self) -> u64 {
+        self.durable_live
+    }
+
+    /// Blocks modified since the last flush.
+    pub(super) fn dirty(&self) -> u64 {
+        self.dirty
+    }
+
+    /// Marks `mask` modified; returns the blocks among them that were not modified before.
+    pub(super) fn mark_dirty(&mut self, mask: u64) -> u64 {
+        let first_modified = mask & !self.dirty;
+        self.dirty |= mask;
+        first_modified
+    }
+
+    /// Copies block `block`'s durable content out of `words` (exactly one block).
+    pub(super) fn save(&mut self, block: u32, words: &[AtomicU64]) {
+        debug_assert_eq!(self.saved & block_mask(block, 1), 0, "block saved twice");
+        let start = self.blocks.len();
+        let block_bytes = words.len() * 8;
+        // At most 64 blocks are saved, so the slot index fits a byte.
+        self.slots[block as usize] = (start / block_bytes) as u8;
+        self.blocks.resize(start + block_bytes, 0);
+        load_words(words, &mut self.blocks[start..]);
+        self.saved |= block_mask(block, 1);
+    }
+
+    /// The saved blocks: `(block index in chunk, durable content)`.
+    pub(super) fn saved_blocks(&self, block_bytes: usize) -> impl Iterator<Item = (u32, &[u8])> {
+        (0..CHUNK_BLOCKS).filter(|&b| self.saved & block_mask(b, 1) != 0).map(move |b| {
+            let start = usize::from(self.slots[b as usize]) * block_bytes;
+            (b, &self.blocks[start..start + block_bytes])
+        })
+    }
+
+    /// Bytes of saved block content held by this record.
+    pub(super) fn saved_bytes(&self) -> usize {
+        self.blocks.len()
+    }
+}
