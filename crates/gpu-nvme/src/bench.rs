@@ -159,7 +159,8 @@ fn pattern_word(offset: u64) -> u64 {
     x ^ (x >> 29) ^ 0x5_DEEC_E66D
 }
 
-fn fill_pattern(buf: &mut [u8], offset: u64) {
+/// Fills `buf` with the check pattern of the namespace bytes starting at `offset`.
+pub fn fill_pattern(buf: &mut [u8], offset: u64) {
     for (i, w) in buf.chunks_exact_mut(8).enumerate() {
         w.copy_from_slice(&pattern_word(offset + i as u64 * 8).to_le_bytes());
     }

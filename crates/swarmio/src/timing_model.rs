@@ -38,11 +38,12 @@ use serde::{Deserialize, Serialize};
 /// SwarmIO's default number of scheduling instances.
 pub const DEFAULT_NUM_SCHED_INSTS: u32 = 8;
 
-/// The most scheduling instances a model may have (each costs one cache line).
+/// The most scheduling instances a model may have (each takes its own padded cache line).
 pub const MAX_SCHED_INSTS: u32 = 65_536;
 
 /// The longest delay a model accepts, in picoseconds (2^53 ps, about 2.5 hours): large enough
-/// for any device, small enough that sums of delays stay exact and far from `u64::MAX`.
+/// for any device, small enough to convert exactly from `f64` and to leave the model's `u64`
+/// picosecond clock (about 213 days) room for many such delays.
 pub const MAX_DELAY_PS: u64 = 1 << 53;
 
 const PS_PER_NS: u64 = 1_000;
@@ -203,20 +204,52 @@ impl TimingConfig {
     /// zero-length request still occupies the one unit it points at. Consecutive units go to
     /// consecutive instances, so a request touches at most `num_sched_insts` of them.
     fn units_per_instance(&self, lba: u64, bytes: u32) -> impl Iterator<Item = (usize, u64)> {
-        let unit = u128::from(self.unit_bytes);
-        let start = u128::from(lba) * u128::from(self.lba_bytes);
-        let first_unit = start / unit;
-        let last_unit = (start + u128::from(bytes.max(1)) - 1) / unit;
+        let (first_inst, units) = self.unit_span(lba, bytes);
         let insts = u64::from(self.num_sched_insts);
-        // Casts are exact: the remainder is below `insts`, and a request of at most 4 GiB spans
-        // at most 2^32 + 1 units.
-        let first_inst = (first_unit % u128::from(insts)) as u64;
-        let units = (last_unit - first_unit + 1) as u64;
-        let (rounds, extra) = (units / insts, units % insts);
+        // Most requests span fewer units than there are instances: no division then.
+        let (rounds, extra) = if units < insts {
+            (0, units)
+        } else {
+            (units / insts, units % insts)
+        };
         (0..units.min(insts)).map(move |step| {
-            let instance = ((first_inst + step) % insts) as usize;
-            (instance, rounds + u64::from(step < extra))
+            // `first_inst` and `step` are below `insts`, so one subtraction wraps the sum, and
+            // the result fits `usize` as `insts` is a u32.
+            let instance = first_inst + step;
+            let instance = if instance >= insts {
+                instance - insts
+            } else {
+                instance
+            };
+            (instance as usize, rounds + u64::from(step < extra))
         })
+    }
+
+    /// The instance of a request's first unit and the number of units it spans.
+    fn unit_span(&self, lba: u64, bytes: u32) -> (u64, u64) {
+        let (unit, insts) = (u64::from(self.unit_bytes), u64::from(self.num_sched_insts));
+        let last_byte_offset = u64::from(bytes.max(1)) - 1;
+        let start = lba.checked_mul(u64::from(self.lba_bytes));
+        match start.and_then(|start| Some((start, start.checked_add(last_byte_offset)?))) {
+            // The usual case, in 64-bit arithmetic (128-bit division is a library call).
+            Some((start, end)) => {
+                let first = div(start, unit);
+                (rem(first, insts), div(end, unit) - first + 1)
+            }
+            None => {
+                let start = u128::from(lba) * u128::from(self.lba_bytes);
+                let (first, last) = (
+                    start / u128::from(unit),
+                    (start + u128::from(last_byte_offset)) / u128::from(unit),
+                );
+                // Exact: the remainder is below `insts`, and at most 4 GiB span at most 2^32 + 1
+                // units.
+                (
+                    (first % u128::from(insts)) as u64,
+                    (last - first + 1) as u64,
+                )
+            }
+        }
     }
 }
 
@@ -581,6 +614,25 @@ fn check_batch_lengths(requests: &[TimingRequest], out: &[u64]) -> Result<(), Ti
     Ok(())
 }
 
+/// `x / d` for `d > 0`, by a shift when `d` is a power of two, as unit sizes and instance
+/// counts nearly always are: this runs several times per request on the dispatchers' hot path.
+fn div(x: u64, d: u64) -> u64 {
+    if d.is_power_of_two() {
+        x >> d.trailing_zeros()
+    } else {
+        x / d
+    }
+}
+
+/// `x % d` for `d > 0`, by a mask when `d` is a power of two (see [`div`]).
+fn rem(x: u64, d: u64) -> u64 {
+    if d.is_power_of_two() {
+        x & (d - 1)
+    } else {
+        x % d
+    }
+}
+
 /// A request's target in ns: its last unit's end plus `min_delay`, rounded up so that a request
 /// never completes before the model allows.
 fn target_ns(last_end_ps: u64, params: TimingParams) -> u64 {
@@ -594,11 +646,24 @@ mod tests {
     use std::sync::Arc;
 
     use proptest::prelude::*;
-    use rand::{Rng, SeedableRng, rngs::StdRng};
 
     use super::*;
 
     const NS: u64 = PS_PER_NS;
+
+    /// A seeded SplitMix64 generator (the crate has no `rand` dev-dependency).
+    struct SplitMix64(u64);
+
+    impl SplitMix64 {
+        /// A value in `0..bound`, `bound > 0` (modulo bias is irrelevant here).
+        fn below(&mut self, bound: u64) -> u64 {
+            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            (z ^ (z >> 31)) % bound
+        }
+    }
 
     fn params_ns(sched_delay_ns: u64, min_delay_ns: u64) -> TimingParams {
         TimingParams {
@@ -719,10 +784,8 @@ mod tests {
             "{last} vs {ideal_ns}"
         );
         // Random LBAs: the busiest instance sets the pace, within 1% for this many requests.
-        let mut rng = StdRng::seed_from_u64(7);
-        let lbas: Vec<u64> = (0..REQUESTS)
-            .map(|_| rng.random_range(0..1 << 30))
-            .collect();
+        let mut rng = SplitMix64(7);
+        let lbas: Vec<u64> = (0..REQUESTS).map(|_| rng.below(1 << 30)).collect();
         let model = TimingModel::new(config);
         let last = last_target_of_burst(&model, REQUESTS, 64, |i| lbas[i as usize]);
         assert!(
@@ -924,6 +987,40 @@ mod tests {
         }
     }
 
+    /// The instance counts of a request's units, unit by unit from its byte range.
+    fn naive_units_per_instance(config: &TimingConfig, lba: u64, bytes: u32) -> Vec<u64> {
+        let start = u128::from(lba) * u128::from(config.lba_bytes());
+        let end = start + u128::from(bytes.max(1)) - 1;
+        let unit = u128::from(config.unit_bytes());
+        let mut counts = vec![0; config.num_sched_insts() as usize];
+        for unit_index in start / unit..=end / unit {
+            counts[(unit_index % u128::from(config.num_sched_insts())) as usize] += 1;
+        }
+        counts
+    }
+
+    proptest! {
+        #[test]
+        fn units_map_to_instances_by_byte_offset(
+            insts in 1u32..20,
+            unit_bytes in 1u32..10_000,
+            lba_bytes in 1u32..5_000,
+            lba in prop_oneof![0u64..1 << 20, any::<u64>()],
+            bytes in 0u32..100_000,
+        ) {
+            prop_assume!(u64::from(bytes) / u64::from(unit_bytes) < 1_000);
+            let params = params_ns(1, 0);
+            let config =
+                TimingConfig::explicit(insts, unit_bytes, lba_bytes, params, params).unwrap();
+            let mut counts = vec![0; insts as usize];
+            for (instance, units) in config.units_per_instance(lba, bytes) {
+                prop_assert_eq!(counts[instance], 0, "instance {} listed twice", instance);
+                counts[instance] = units;
+            }
+            prop_assert_eq!(counts, naive_units_per_instance(&config, lba, bytes));
+        }
+    }
+
     /// Per thread: random batches, half the threads per request and half aggregated.
     fn concurrent_batches(model: &Arc<TimingModel>, clock: fn(&TimingModel) -> u64) -> Vec<u64> {
         const THREADS: u64 = 4;
@@ -937,17 +1034,17 @@ mod tests {
                     } else {
                         UpdateMode::PerRequest
                     };
-                    let mut rng = StdRng::seed_from_u64(thread);
+                    let mut rng = SplitMix64(thread);
                     let mut units_per_instance =
                         vec![0u64; model.config().num_sched_insts() as usize];
                     let mut out = Vec::new();
                     for _ in 0..BATCHES {
-                        let len = rng.random_range(1..32);
+                        let len = 1 + rng.below(31);
                         let requests: Vec<_> = (0..len)
                             .map(|_| TimingRequest {
                                 op: IoDirection::Read,
-                                lba: rng.random_range(0..1 << 20),
-                                bytes: 512 * rng.random_range(1..4),
+                                lba: rng.below(1 << 20),
+                                bytes: 512 * (1 + rng.below(3) as u32),
                             })
                             .collect();
                         out.resize(requests.len(), 0);

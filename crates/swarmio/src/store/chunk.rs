@@ -16,6 +16,9 @@ use super::{block_mask, load_words};
 /// Blocks per chunk: the granule of locking, of dirty tracking and of write atomicity.
 pub const CHUNK_BLOCKS: u32 = 64;
 
+/// Optimistic read attempts before a reader takes the chunk's lock to make progress.
+const OPTIMISTIC_READS: u32 = 16;
+
 /// The metadata of one chunk, stored in a lazily zero-filled array (all zeros = never written).
 pub(super) struct ChunkMeta {
     /// Seqlock: odd while a writer holds the chunk; readers retry if it changed under them.
@@ -38,7 +41,7 @@ impl ChunkMeta {
     /// `read` may observe torn data in a discarded attempt, so it must only copy bytes out.
     pub(super) fn read<R>(&self, mut read: impl FnMut(u64) -> R) -> R {
         let backoff = Backoff::new();
-        loop {
+        for _ in 0..OPTIMISTIC_READS {
             let before = self.seq.load(Acquire);
             if before & 1 == 0 {
                 let result = read(self.live.load(Relaxed));
@@ -50,6 +53,9 @@ impl ChunkMeta {
             }
             backoff.snooze();
         }
+        // Writers keep this chunk busy: read under the lock, or the read might never finish.
+        let guard = self.lock();
+        read(guard.live())
     }
 
     /// Takes the chunk exclusively, spinning (then yielding) while another writer holds it.
@@ -58,11 +64,17 @@ impl ChunkMeta {
         loop {
             let seq = self.seq.load(Relaxed);
             if seq & 1 == 0
-                && self.seq.compare_exchange_weak(seq, seq + 1, Acquire, Relaxed).is_ok()
+                && self
+                    .seq
+                    .compare_exchange_weak(seq, seq + 1, Acquire, Relaxed)
+                    .is_ok()
             {
                 // Orders the odd sequence number before our data stores (seqlock writer fence).
                 fence(Release);
-                return ChunkGuard { meta: self, seq: seq + 1 };
+                return ChunkGuard {
+                    meta: self,
+                    seq: seq + 1,
+                };
             }
             backoff.snooze();
         }
@@ -181,10 +193,12 @@ impl Undo {
 
     /// The saved blocks: `(block index in chunk, durable content)`.
     pub(super) fn saved_blocks(&self, block_bytes: usize) -> impl Iterator<Item = (u32, &[u8])> {
-        (0..CHUNK_BLOCKS).filter(|&b| self.saved & block_mask(b, 1) != 0).map(move |b| {
-            let start = usize::from(self.slots[b as usize]) * block_bytes;
-            (b, &self.blocks[start..start + block_bytes])
-        })
+        (0..CHUNK_BLOCKS)
+            .filter(|&b| self.saved & block_mask(b, 1) != 0)
+            .map(move |b| {
+                let start = usize::from(self.slots[b as usize]) * block_bytes;
+                (b, &self.blocks[start..start + block_bytes])
+            })
     }
 
     /// Bytes of saved block content held by this record.

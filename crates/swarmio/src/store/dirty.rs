@@ -66,7 +66,9 @@ impl DirtySet {
 
 impl std::fmt::Debug for DirtySet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DirtySet").field("leaf_words", &self.leaves.as_slice().len()).finish()
+        f.debug_struct("DirtySet")
+            .field("leaf_words", &self.leaves.as_slice().len())
+            .finish()
     }
 }
 

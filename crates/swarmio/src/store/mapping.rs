@@ -130,7 +130,11 @@ impl<T: ZeroIsValid> ZeroedArray<T> {
             .max(1)
             .checked_mul(size_of::<T>().max(1))
             .ok_or_else(|| io::Error::new(io::ErrorKind::OutOfMemory, "array size overflows"))?;
-        Ok(Self { mapping: Mapping::anonymous(bytes)?, len, _items: PhantomData })
+        Ok(Self {
+            mapping: Mapping::anonymous(bytes)?,
+            len,
+            _items: PhantomData,
+        })
     }
 
     /// The items.
@@ -144,6 +148,8 @@ impl<T: ZeroIsValid> ZeroedArray<T> {
 
 impl<T: ZeroIsValid> std::fmt::Debug for ZeroedArray<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ZeroedArray").field("len", &self.len).finish()
+        f.debug_struct("ZeroedArray")
+            .field("len", &self.len)
+            .finish()
     }
 }

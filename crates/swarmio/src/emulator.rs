@@ -1,0 +1,689 @@
+//! The emulated SSD: service units of one dispatcher and its workers (papers/swarmio.md §IV-A,
+//! §IV-B), one global timing model (§IV-D), and a RAM or file namespace with a volatile write
+//! cache.
+//!
+//! - SQ `y` belongs to service unit `(y - 1) % units`; inside the unit, its CQ belongs to worker
+//!   `((y - 1) / units) % workers`. A queue pair is thus fetched by one dispatcher and completed
+//!   by one worker, so neither side needs a lock.
+//! - On each doorbell a dispatcher fetches every new SQE at once (up to `max_fetch`, 1,024 by
+//!   default: coalesced fetching), asks the timing model for the batch's completion times (one
+//!   atomic step per instance with aggregated updates, or per request), and hands the requests
+//!   to the owning workers through SPSC rings.
+//! - A worker moves each request's data as soon as it arrives (host memory directly, GPU memory
+//!   in one batch of copy-engine transfers per drained ring), keeps requests ordered by target
+//!   time, and posts a CQE only once `now >= target`.
+//! - Baseline mode (NVMeVirt-like, §III): one dispatcher, per-request updates, one SQE per
+//!   doorbell check ([`SwarmConfig::baseline`]).
+
+use std::collections::BinaryHeap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use common::ring::{Consumer, Producer, SpscConsumer, SpscProducer, spsc};
+use crossbeam_utils::{Backoff, CachePadded};
+use gpu_nvme::controller::admin::run_admin_queue;
+use gpu_nvme::controller::data::{DataPath, GpuCopier};
+use gpu_nvme::controller::io::{Prepared, dsm_ranges, prepare};
+use gpu_nvme::controller::{
+    AdminConfig, Controller, ControllerError, ControllerStats, Registers, StatsCounters,
+    software_identify,
+};
+use gpu_nvme::cuda::Gpu;
+use gpu_nvme::memory::DmaMap;
+use gpu_nvme::queue::{ControllerQueue, CqPoster, SqFetcher};
+use gpu_nvme::spec::{
+    IdentifyController, IoOpcode, LbaFormat, NamespaceGeometry, Status, SubmissionEntry,
+};
+
+use crate::faults::Faults;
+use crate::store::Store;
+use crate::timing_model::{IoDirection, TimingConfig, TimingModel, TimingRequest, UpdateMode};
+
+/// Requests a dispatcher can hand one worker before it waits.
+const RING_CAPACITY: usize = 8192;
+
+/// Where the namespace's blocks live.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Backing {
+    /// RAM, sparse: never-written blocks read as zeros and cost no memory.
+    Ram,
+    /// A file or block device.
+    File(PathBuf),
+}
+
+/// Settings of a [`SwarmIo`] emulator.
+#[derive(Debug, Clone)]
+pub struct SwarmConfig {
+    /// Namespace size in bytes (a multiple of the LBA size).
+    pub capacity_bytes: u64,
+    /// LBA size, 512 or 4096.
+    pub lba_size: u32,
+    /// Where the blocks live.
+    pub backing: Backing,
+    /// The SSD's timing.
+    pub timing: TimingConfig,
+    /// Service units (dispatchers).
+    pub service_units: usize,
+    /// Workers of each service unit.
+    pub workers_per_unit: usize,
+    /// Most SQEs fetched at one doorbell; 1 turns coalesced fetching off.
+    pub max_fetch: usize,
+    /// How dispatchers update the timing model.
+    pub update_mode: UpdateMode,
+    /// I/O queues the controller supports.
+    pub max_io_queues: u16,
+    /// GPU whose threads ring the doorbells and whose memory PRPs may name.
+    pub gpu: Option<Gpu>,
+    /// Control path only: commands are timed and completed, no data moves.
+    pub null_data: bool,
+}
+
+impl SwarmConfig {
+    /// SwarmIO mode: 2 service units of 2 workers, coalesced fetching, aggregated updates.
+    pub fn new(capacity_bytes: u64, lba_size: u32, timing: TimingConfig) -> Self {
+        Self {
+            capacity_bytes,
+            lba_size,
+            backing: Backing::Ram,
+            timing,
+            service_units: 2,
+            workers_per_unit: 2,
+            max_fetch: 1024,
+            update_mode: UpdateMode::Aggregated,
+            max_io_queues: 256,
+            gpu: None,
+            null_data: false,
+        }
+    }
+
+    /// The NVMeVirt-like baseline: one dispatcher, per-request updates, no coalescing.
+    pub fn baseline(mut self) -> Self {
+        self.service_units = 1;
+        self.max_fetch = 1;
+        self.update_mode = UpdateMode::PerRequest;
+        self
+    }
+
+    fn validate(&self) -> Result<(), ControllerError> {
+        let bad = |what: &str| Err(ControllerError::Config(what.to_string()));
+        if self.service_units == 0 || self.service_units > 256 {
+            return bad("service_units must be in 1..=256");
+        }
+        if self.workers_per_unit == 0 || self.workers_per_unit > 256 {
+            return bad("workers_per_unit must be in 1..=256");
+        }
+        if self.max_fetch == 0 {
+            return bad("max_fetch must be at least 1");
+        }
+        if self.max_io_queues == 0 {
+            return bad("max_io_queues must be at least 1");
+        }
+        if self.timing.lba_bytes() != self.lba_size {
+            return bad("the timing model's lba_bytes must equal lba_size");
+        }
+        Ok(())
+    }
+}
+
+/// A request on its way from a dispatcher to a worker.
+#[derive(Debug, Clone, Copy)]
+struct Request {
+    sqe: SubmissionEntry,
+    target_ns: u64,
+    sqid: u16,
+    sq_head: u16,
+}
+
+/// A completion waiting for its time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Due {
+    target_ns: u64,
+    seq: u64,
+    sqid: u16,
+    cid: u16,
+    sq_head: u16,
+    status: u16,
+}
+
+impl Ord for Due {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        // Earliest target first (BinaryHeap is a max-heap); ties in arrival order.
+        (other.target_ns, other.seq).cmp(&(self.target_ns, self.seq))
+    }
+}
+
+impl PartialOrd for Due {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// A mailbox through which `attach_queue`/`detach_queue` reach a running thread.
+#[derive(Debug)]
+struct Mailbox<T> {
+    add: Mutex<Vec<T>>,
+    remove: Mutex<Vec<u16>>,
+    dirty: AtomicBool,
+    requested: AtomicU64,
+    applied: AtomicU64,
+}
+
+impl<T> Default for Mailbox<T> {
+    fn default() -> Self {
+        Self {
+            add: Mutex::new(Vec::new()),
+            remove: Mutex::new(Vec::new()),
+            dirty: AtomicBool::new(false),
+            requested: AtomicU64::new(0),
+            applied: AtomicU64::new(0),
+        }
+    }
+}
+
+impl<T> Mailbox<T> {
+    /// Queues a change and returns the number to wait for.
+    fn post(&self, add: Option<T>, remove: Option<u16>) -> u64 {
+        if let Some(a) = add {
+            self.add.lock().unwrap_or_else(|e| e.into_inner()).push(a);
+        }
+        if let Some(r) = remove {
+            self.remove
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(r);
+        }
+        let n = self.requested.fetch_add(1, Ordering::AcqRel) + 1;
+        self.dirty.store(true, Ordering::Release);
+        n
+    }
+
+    /// Applies queued changes to `items` (the owning thread calls this).
+    fn apply(&self, items: &mut Vec<T>, id: impl Fn(&T) -> u16) {
+        if !self.dirty.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        let target = self.requested.load(Ordering::Acquire);
+        items.append(&mut self.add.lock().unwrap_or_else(|e| e.into_inner()));
+        let remove = std::mem::take(&mut *self.remove.lock().unwrap_or_else(|e| e.into_inner()));
+        items.retain(|x| !remove.contains(&id(x)));
+        self.applied.store(target, Ordering::Release);
+    }
+
+    fn wait(&self, n: u64, stop: &AtomicBool) {
+        let backoff = Backoff::new();
+        while self.applied.load(Ordering::Acquire) < n && !stop.load(Ordering::Acquire) {
+            backoff.snooze();
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct UnitSlots {
+    dispatcher: Mailbox<SqFetcher>,
+    workers: Vec<Mailbox<CqPoster>>,
+    stats: Vec<CachePadded<StatsCounters>>,
+}
+
+/// The SwarmIO emulator: an NVMe controller (see the module docs).
+#[derive(Debug)]
+pub struct SwarmIo {
+    config: SwarmConfig,
+    store: Store,
+    geometry: NamespaceGeometry,
+    registers: Registers,
+    dma: DmaMap,
+    model: TimingModel,
+    faults: Faults,
+    units: Vec<UnitSlots>,
+    running: AtomicBool,
+    stop: AtomicBool,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl SwarmIo {
+    /// Builds the emulator; threads start with [`Controller::start`].
+    pub fn new(config: SwarmConfig) -> Result<Arc<Self>, ControllerError> {
+        config.validate()?;
+        let store_err = |e: crate::store::StoreError| ControllerError::Config(e.to_string());
+        let store = match &config.backing {
+            Backing::Ram => Store::ram(config.capacity_bytes, config.lba_size),
+            Backing::File(path) => Store::file(path, config.capacity_bytes, config.lba_size),
+        }
+        .map_err(store_err)?;
+        let geometry = LbaFormat::from_block_size(config.lba_size)
+            .and_then(|f| {
+                NamespaceGeometry::new(f, config.capacity_bytes / u64::from(config.lba_size))
+            })
+            .map_err(|e| ControllerError::Config(e.to_string()))?;
+        let registers = Registers::new(config.max_io_queues, config.gpu.as_ref())?;
+        let units = (0..config.service_units)
+            .map(|_| UnitSlots {
+                dispatcher: Mailbox::default(),
+                workers: (0..config.workers_per_unit)
+                    .map(|_| Mailbox::default())
+                    .collect(),
+                stats: (0..config.workers_per_unit)
+                    .map(|_| CachePadded::default())
+                    .collect(),
+            })
+            .collect();
+        Ok(Arc::new(Self {
+            store,
+            geometry,
+            registers,
+            dma: DmaMap::new(),
+            model: TimingModel::new(config.timing),
+            faults: Faults::new(),
+            units,
+            running: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            threads: Mutex::new(Vec::new()),
+            config,
+        }))
+    }
+
+    /// The injected faults.
+    pub fn faults(&self) -> &Faults {
+        &self.faults
+    }
+
+    /// The timing model.
+    pub fn timing(&self) -> &TimingModel {
+        &self.model
+    }
+
+    /// The namespace's storage (for resident-memory checks).
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Power loss: every write not yet flushed is gone.
+    pub fn power_cut(&self) -> Result<(), crate::store::StoreError> {
+        self.store.power_cut()
+    }
+
+    /// Controller reset: stops all threads and forgets every queue, as CC.EN = 0 does; the
+    /// host starts the controller again and re-creates its queues.
+    pub fn reset(&self) {
+        self.stop();
+    }
+
+    fn route(&self, sqid: u16) -> (usize, usize) {
+        let i = usize::from(sqid.saturating_sub(1));
+        let units = self.config.service_units;
+        (i % units, (i / units) % self.config.workers_per_unit)
+    }
+
+    fn run_dispatcher(&self, unit: usize, mut rings: Vec<SpscProducer<Request>>) {
+        let slots = &self.units[unit];
+        let mut fetchers: Vec<SqFetcher> = Vec::new();
+        let mut batch: Vec<SubmissionEntry> = Vec::with_capacity(self.config.max_fetch);
+        let mut timing: Vec<TimingRequest> = Vec::with_capacity(self.config.max_fetch);
+        let mut targets: Vec<u64> = Vec::with_capacity(self.config.max_fetch);
+        let lba = u64::from(self.config.lba_size);
+        let mut idle = 0u32;
+        while !self.stop.load(Ordering::Relaxed) {
+            slots.dispatcher.apply(&mut fetchers, |f| f.sqid);
+            let mut did = false;
+            for f in &mut fetchers {
+                batch.clear();
+                if f.fetch(&mut batch, self.config.max_fetch) == 0 {
+                    continue;
+                }
+                did = true;
+                timing.clear();
+                timing.extend(batch.iter().map(|sqe| TimingRequest {
+                    op: if sqe.opcode() == IoOpcode::Write.code() {
+                        IoDirection::Write
+                    } else {
+                        IoDirection::Read
+                    },
+                    lba: sqe.slba(),
+                    bytes: u32::try_from(u64::from(sqe.block_count()) * lba).unwrap_or(u32::MAX),
+                }));
+                targets.clear();
+                targets.resize(batch.len(), 0);
+                let now = self.model.now_ns();
+                if self
+                    .model
+                    .schedule(self.config.update_mode, now, &timing, &mut targets)
+                    .is_err()
+                {
+                    targets.fill(now);
+                }
+                self.faults.apply_spikes(&mut targets);
+                let (_, worker) = self.route(f.sqid);
+                let ring = &mut rings[worker];
+                let sq_head = f.head();
+                for (sqe, &target_ns) in batch.iter().zip(&targets) {
+                    let mut req = Request {
+                        sqe: *sqe,
+                        target_ns,
+                        sqid: f.sqid,
+                        sq_head,
+                    };
+                    let backoff = Backoff::new();
+                    while let Err(full) = ring.push(req) {
+                        if self.stop.load(Ordering::Relaxed) {
+                            return;
+                        }
+                        req = full.0;
+                        backoff.snooze();
+                    }
+                }
+            }
+            idle = if did { 0 } else { idle_wait(idle) };
+        }
+    }
+
+    fn run_worker(&self, unit: usize, index: usize, mut ring: SpscConsumer<Request>) {
+        let mailbox = &self.units[unit].workers[index];
+        let stats = &self.units[unit].stats[index];
+        let copier = self
+            .config
+            .gpu
+            .as_ref()
+            .and_then(|gpu| match GpuCopier::new(gpu) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    tracing::error!("worker {unit}.{index}: no GPU copier: {e}");
+                    None
+                }
+            });
+        let mut path = DataPath::new(&self.dma, copier);
+        let mut posters: Vec<CqPoster> = Vec::new();
+        let mut due: BinaryHeap<Due> = BinaryHeap::new();
+        let mut seq = 0u64;
+        let mut idle = 0u32;
+        while !self.stop.load(Ordering::Relaxed) {
+            mailbox.apply(&mut posters, |p| p.sqid);
+            let mut arrived = 0usize;
+            while let Some(req) = ring.pop() {
+                if arrived == 0 {
+                    path.refresh();
+                }
+                let status = self.execute(&req.sqe, &mut path, stats);
+                due.push(Due {
+                    target_ns: req.target_ns,
+                    seq,
+                    sqid: req.sqid,
+                    cid: req.sqe.cid(),
+                    sq_head: req.sq_head,
+                    status: status.to_field(),
+                });
+                seq += 1;
+                arrived += 1;
+                if arrived == RING_CAPACITY {
+                    break;
+                }
+            }
+            if arrived > 0 {
+                if let Err(status) = path.finish() {
+                    // The batch's copies into GPU memory failed: so did its successful commands.
+                    let first = seq - arrived as u64;
+                    due = std::mem::take(&mut due)
+                        .into_iter()
+                        .map(|mut d| {
+                            if d.seq >= first && d.status == Status::SUCCESS.to_field() {
+                                d.status = status.to_field();
+                            }
+                            d
+                        })
+                        .collect();
+                }
+                stats.batches.fetch_add(1, Ordering::Relaxed);
+            }
+            let now = self.model.now_ns();
+            let mut posted = 0;
+            while let Some(top) = due.peek().copied() {
+                if top.target_ns > now {
+                    break;
+                }
+                let Some(poster) = posters.iter_mut().find(|p| p.sqid == top.sqid) else {
+                    due.pop(); // its queue was deleted
+                    continue;
+                };
+                let status = Status::from_field(top.status).unwrap_or(Status::internal_error());
+                if !poster.post(top.cid, status, 0, top.sq_head) {
+                    break; // CQ full: the host has not consumed yet
+                }
+                due.pop();
+                posted += 1;
+            }
+            if arrived == 0 && posted == 0 {
+                idle = match due.peek() {
+                    None => idle_wait(idle),
+                    // Far from the next completion: let the other threads of a small machine run.
+                    Some(next) if next.target_ns > now + 20_000 => {
+                        std::thread::yield_now();
+                        0
+                    }
+                    Some(_) => {
+                        std::hint::spin_loop();
+                        0
+                    }
+                };
+            } else {
+                idle = 0;
+            }
+        }
+    }
+
+    /// Executes one command's data movement and returns its status.
+    fn execute(
+        &self,
+        sqe: &SubmissionEntry,
+        path: &mut DataPath<'_>,
+        stats: &StatsCounters,
+    ) -> Status {
+        stats.commands.fetch_add(1, Ordering::Relaxed);
+        let status = self.execute_inner(sqe, path, stats);
+        if !status.is_success() {
+            stats.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        status
+    }
+
+    fn execute_inner(
+        &self,
+        sqe: &SubmissionEntry,
+        path: &mut DataPath<'_>,
+        stats: &StatsCounters,
+    ) -> Status {
+        let prepared = match prepare(sqe, self.geometry) {
+            Ok(p) => p,
+            Err(status) => return status,
+        };
+        if self.config.null_data {
+            return Status::SUCCESS;
+        }
+        match prepared {
+            Prepared::Flush => self
+                .store
+                .flush()
+                .map_or_else(|_| Status::write_fault(), |()| Status::SUCCESS),
+            Prepared::Zero { off, len } => self
+                .store
+                .write_zeroes(off, len)
+                .map_or_else(|_| Status::write_fault(), |()| Status::SUCCESS),
+            Prepared::Deallocate { ranges } => match dsm_ranges(sqe, ranges, self.geometry, path) {
+                Ok(todo) => {
+                    for (off, len) in todo {
+                        if self.store.deallocate(off, len).is_err() {
+                            return Status::write_fault();
+                        }
+                    }
+                    Status::SUCCESS
+                }
+                Err(status) => status,
+            },
+            Prepared::Rw { write, off, len } => {
+                if !write
+                    && self
+                        .faults
+                        .media_error(sqe.slba(), u64::from(sqe.block_count()))
+                {
+                    return Status::unrecovered_read_error();
+                }
+                let segs = match path.segments(sqe, len) {
+                    Ok(s) => s,
+                    Err(status) => return status,
+                };
+                let result = if write {
+                    path.write_from(&segs, |pos, data| {
+                        self.store
+                            .write(off + pos, data)
+                            .map_err(std::io::Error::other)
+                    })
+                } else {
+                    path.read_into(&segs, |pos, buf| {
+                        self.store
+                            .read(off + pos, buf)
+                            .map_err(std::io::Error::other)
+                    })
+                };
+                match result {
+                    Ok(()) => {
+                        let (count, bytes) = if write {
+                            (&stats.writes, &stats.bytes_written)
+                        } else {
+                            (&stats.reads, &stats.bytes_read)
+                        };
+                        count.fetch_add(1, Ordering::Relaxed);
+                        bytes.fetch_add(len, Ordering::Relaxed);
+                        Status::SUCCESS
+                    }
+                    Err(status) => status,
+                }
+            }
+        }
+    }
+
+    fn spawn(this: &Arc<Self>, admin: AdminConfig) -> Result<(), ControllerError> {
+        if this.running.swap(true, Ordering::AcqRel) {
+            return Err(ControllerError::State("already running"));
+        }
+        this.stop.store(false, Ordering::Release);
+        let mut threads = this.threads.lock().unwrap_or_else(|e| e.into_inner());
+        let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new()
+                .name(name)
+                .spawn(f)
+                .map_err(ControllerError::Io)
+        };
+        let ctrl = Arc::clone(this);
+        threads.push(spawn(
+            "swarmio-admin".into(),
+            Box::new(move || {
+                if let Err(e) = run_admin_queue(ctrl.as_ref(), admin, &ctrl.stop) {
+                    tracing::error!("admin queue stopped: {e}");
+                }
+            }),
+        )?);
+        for unit in 0..this.config.service_units {
+            let mut producers = Vec::new();
+            for index in 0..this.config.workers_per_unit {
+                let (tx, rx) = spsc::<Request>(RING_CAPACITY)
+                    .map_err(|e| ControllerError::Config(e.to_string()))?;
+                producers.push(tx);
+                let ctrl = Arc::clone(this);
+                threads.push(spawn(
+                    format!("swarmio-w{unit}.{index}"),
+                    Box::new(move || ctrl.run_worker(unit, index, rx)),
+                )?);
+            }
+            let ctrl = Arc::clone(this);
+            threads.push(spawn(
+                format!("swarmio-d{unit}"),
+                Box::new(move || ctrl.run_dispatcher(unit, producers)),
+            )?);
+        }
+        Ok(())
+    }
+}
+
+/// Backs off while a thread finds no work: spin, then yield, then short sleeps.
+fn idle_wait(idle: u32) -> u32 {
+    let idle = idle.saturating_add(1);
+    if idle > 20_000 {
+        std::thread::sleep(std::time::Duration::from_micros(20));
+    } else if idle > 2_000 {
+        std::thread::yield_now();
+    } else {
+        std::hint::spin_loop();
+    }
+    idle
+}
+
+impl Controller for SwarmIo {
+    fn registers(&self) -> &Registers {
+        &self.registers
+    }
+
+    fn dma(&self) -> &DmaMap {
+        &self.dma
+    }
+
+    fn namespace(&self, nsid: u32) -> Option<NamespaceGeometry> {
+        (nsid == 1).then_some(self.geometry)
+    }
+
+    fn identify(&self) -> IdentifyController {
+        software_identify("SwarmIO NVMe SSD emulator", "SWARMIO0001")
+    }
+
+    fn start(self: Arc<Self>, admin: AdminConfig) -> Result<(), ControllerError> {
+        Self::spawn(&self, admin)
+    }
+
+    fn stop(&self) {
+        self.stop.store(true, Ordering::Release);
+        let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
+        for t in threads {
+            let _ = t.join();
+        }
+        self.running.store(false, Ordering::Release);
+    }
+
+    fn attach_queue(&self, queue: ControllerQueue) -> Result<(), ControllerError> {
+        if !self.running.load(Ordering::Acquire) {
+            return Err(ControllerError::State("not running"));
+        }
+        let (unit, worker) = self.route(queue.sqid());
+        let (fetcher, poster) = queue.split();
+        let slots = &self.units[unit];
+        let w = slots.workers[worker].post(Some(poster), None);
+        slots.workers[worker].wait(w, &self.stop);
+        let d = slots.dispatcher.post(Some(fetcher), None);
+        slots.dispatcher.wait(d, &self.stop);
+        Ok(())
+    }
+
+    fn detach_queue(&self, sqid: u16) -> Result<(), ControllerError> {
+        let (unit, worker) = self.route(sqid);
+        let slots = &self.units[unit];
+        let d = slots.dispatcher.post(None, Some(sqid));
+        slots.dispatcher.wait(d, &self.stop);
+        let w = slots.workers[worker].post(None, Some(sqid));
+        slots.workers[worker].wait(w, &self.stop);
+        Ok(())
+    }
+
+    fn stats(&self) -> ControllerStats {
+        let mut total = ControllerStats::default();
+        for unit in &self.units {
+            for s in &unit.stats {
+                total += s.snapshot();
+            }
+        }
+        total
+    }
+}
+
+impl Drop for SwarmIo {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+    }
+}
