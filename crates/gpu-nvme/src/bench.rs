@@ -530,7 +530,7 @@ fn run_gpu(args: &BenchArgs, factory: ControllerFactory<'_>) -> Result<Outcome, 
         ));
     }
     let stats = dev.controller().stats();
-    if stats.batches > 0 {
+    if stats.batches > 0 && stats.busy_ns > 0 {
         notes.push(format!(
             "controller: {:.1} commands per fetched batch, workers busy {:.0}% of the run",
             stats.commands as f64 / stats.batches as f64,

@@ -534,6 +534,10 @@ pub struct CqPoster {
     depth: u32,
     tail: u32,
     phase: bool,
+    /// The CQ head last read from the doorbell. The head only moves forward, so a stale value
+    /// only under-reports room; the doorbell (a line the host or GPU keeps writing) is read
+    /// again only when the cached head says the CQ is full.
+    seen_head: u32,
 }
 
 // SAFETY: the rings and doorbells are registered memory that outlives the controller's use of
@@ -582,6 +586,7 @@ impl ControllerQueue {
                 depth: at.cq_depth,
                 tail: 0,
                 phase: true,
+                seen_head: 0,
             },
         }
     }
@@ -635,10 +640,14 @@ impl SqFetcher {
 
 impl CqPoster {
     /// Whether the CQ has room for one more entry (NVMe: full when tail + 1 == head).
-    pub fn has_room(&self) -> bool {
+    pub fn has_room(&mut self) -> bool {
+        let next = (self.tail + 1) % self.depth;
+        if next != self.seen_head {
+            return true;
+        }
         // SAFETY: the doorbell is live (constructor contract).
-        let head = unsafe { &*self.doorbell }.load(Ordering::Acquire) % self.depth;
-        (self.tail + 1) % self.depth != head
+        self.seen_head = unsafe { &*self.doorbell }.load(Ordering::Acquire) % self.depth;
+        next != self.seen_head
     }
 
     /// Posts a completion with the current phase; `false` (nothing written) if the CQ is full.

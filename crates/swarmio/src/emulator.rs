@@ -399,6 +399,7 @@ impl SwarmIo {
         let mut idle = 0u32;
         while !self.stop.load(Ordering::Relaxed) {
             mailbox.apply(&mut posters, |p| p.sqid);
+            let began = std::time::Instant::now();
             let mut arrived = 0usize;
             while let Some(req) = ring.pop() {
                 if arrived == 0 {
@@ -451,6 +452,11 @@ impl SwarmIo {
                 }
                 due.pop();
                 posted += 1;
+            }
+            if arrived > 0 || posted > 0 {
+                stats
+                    .busy_ns
+                    .fetch_add(began.elapsed().as_nanos() as u64, Ordering::Relaxed);
             }
             if arrived == 0 && posted == 0 {
                 idle = match due.peek() {
