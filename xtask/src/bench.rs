@@ -47,17 +47,56 @@ impl BenchSystem {
 }
 
 /// Every system with a benchmark program; adding one is adding an entry.
-pub const SYSTEMS: &[BenchSystem] = &[BenchSystem {
-    name: "gpu-nvme",
-    package: "gpu-nvme",
-    bin: "nvme-bench",
-    // The file controller on its default namespace file, created (256 MiB) by the run itself.
-    args: &["--json", "--create-mib", "256"],
-    quick_args: &["--duration", "2"],
-    cpu_args: &["--initiator", "cpu"],
-    // GPU submitters come in whole warps.
-    gpu_args: &["--initiator", "gpu", "--threads", "1024"],
-}];
+pub const SYSTEMS: &[BenchSystem] = &[
+    BenchSystem {
+        name: "gpu-nvme",
+        package: "gpu-nvme",
+        bin: "nvme-bench",
+        // The file controller on its default namespace file, created (256 MiB) by the run itself.
+        args: &["--json", "--create-mib", "256"],
+        quick_args: &["--duration", "2"],
+        cpu_args: &["--initiator", "cpu"],
+        // GPU submitters come in whole warps.
+        gpu_args: &["--initiator", "gpu", "--threads", "1024"],
+    },
+    BenchSystem {
+        name: "swarmio",
+        package: "swarmio",
+        bin: "swarmio",
+        // The emulator on a sparse RAM namespace; the target is what a 2-core machine sustains on
+        // the CPU, and the paper's default (40 MIOPS of 512 B reads) on a GPU.
+        args: &["bench", "--json"],
+        quick_args: &["--duration", "2"],
+        cpu_args: &[
+            "--initiator",
+            "cpu",
+            "--threads",
+            "2",
+            "--inflight",
+            "64",
+            "--target-miops",
+            "0.2",
+            "--instances",
+            "2",
+        ],
+        gpu_args: &[
+            "--initiator",
+            "gpu",
+            "--threads",
+            "65536",
+            "--queues",
+            "256",
+            "--block-size",
+            "512",
+            "--target-miops",
+            "40",
+            "--units",
+            "2",
+            "--workers",
+            "6",
+        ],
+    },
+];
 
 /// Where records and the plot go, below the target directory.
 const OUTPUT_DIR: &str = "bench";

@@ -10,5 +10,6 @@ pub mod auth;
 pub mod bench;
 pub mod bitmap;
 pub mod hash;
+mod loom_compat;
 pub mod range_lock;
 pub mod ring;

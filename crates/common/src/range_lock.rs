@@ -35,8 +35,7 @@ use loom::sync::atomic::{AtomicU64, Ordering, fence};
 #[cfg(not(loom))]
 use std::sync::atomic::{AtomicU64, Ordering, fence};
 
-#[cfg(not(loom))]
-use crossbeam_utils::Backoff;
+use crate::loom_compat::Backoff;
 
 /// Largest ring a lock may have (32 MiB of slots); a conflict check scans up to this many.
 pub const MAX_CAPACITY: usize = 1 << 20;
@@ -188,21 +187,6 @@ const _: () = {
     assert!(offset_of!(RangeLockHeader, tail) == 8);
     assert!(offset_of!(RangeLockHeader, head) == 64);
 };
-
-/// Under loom every wait must hand control to the model's scheduler instead of spinning.
-#[cfg(loom)]
-struct Backoff;
-
-#[cfg(loom)]
-impl Backoff {
-    fn new() -> Self {
-        Self
-    }
-
-    fn snooze(&self) {
-        loom::thread::yield_now();
-    }
-}
 
 /// What a requester learns about an older ticket from its slot.
 enum OlderRequest {

@@ -17,15 +17,15 @@
 
 use std::collections::BinaryHeap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use common::ring::{Consumer, Producer, SpscConsumer, SpscProducer, spsc};
 use crossbeam_utils::{Backoff, CachePadded};
 use gpu_nvme::controller::admin::run_admin_queue;
 use gpu_nvme::controller::data::{DataPath, GpuCopier};
 use gpu_nvme::controller::io::{Prepared, dsm_ranges, prepare};
+use gpu_nvme::controller::threads::{Mailbox, ThreadSet, idle_backoff};
 use gpu_nvme::controller::{
     AdminConfig, Controller, ControllerError, ControllerStats, Registers, StatsCounters,
     software_identify,
@@ -160,65 +160,6 @@ impl PartialOrd for Due {
     }
 }
 
-/// A mailbox through which `attach_queue`/`detach_queue` reach a running thread.
-#[derive(Debug)]
-struct Mailbox<T> {
-    add: Mutex<Vec<T>>,
-    remove: Mutex<Vec<u16>>,
-    dirty: AtomicBool,
-    requested: AtomicU64,
-    applied: AtomicU64,
-}
-
-impl<T> Default for Mailbox<T> {
-    fn default() -> Self {
-        Self {
-            add: Mutex::new(Vec::new()),
-            remove: Mutex::new(Vec::new()),
-            dirty: AtomicBool::new(false),
-            requested: AtomicU64::new(0),
-            applied: AtomicU64::new(0),
-        }
-    }
-}
-
-impl<T> Mailbox<T> {
-    /// Queues a change and returns the number to wait for.
-    fn post(&self, add: Option<T>, remove: Option<u16>) -> u64 {
-        if let Some(a) = add {
-            self.add.lock().unwrap_or_else(|e| e.into_inner()).push(a);
-        }
-        if let Some(r) = remove {
-            self.remove
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(r);
-        }
-        let n = self.requested.fetch_add(1, Ordering::AcqRel) + 1;
-        self.dirty.store(true, Ordering::Release);
-        n
-    }
-
-    /// Applies queued changes to `items` (the owning thread calls this).
-    fn apply(&self, items: &mut Vec<T>, id: impl Fn(&T) -> u16) {
-        if !self.dirty.swap(false, Ordering::AcqRel) {
-            return;
-        }
-        let target = self.requested.load(Ordering::Acquire);
-        items.append(&mut self.add.lock().unwrap_or_else(|e| e.into_inner()));
-        let remove = std::mem::take(&mut *self.remove.lock().unwrap_or_else(|e| e.into_inner()));
-        items.retain(|x| !remove.contains(&id(x)));
-        self.applied.store(target, Ordering::Release);
-    }
-
-    fn wait(&self, n: u64, stop: &AtomicBool) {
-        let backoff = Backoff::new();
-        while self.applied.load(Ordering::Acquire) < n && !stop.load(Ordering::Acquire) {
-            backoff.snooze();
-        }
-    }
-}
-
 #[derive(Debug, Default)]
 struct UnitSlots {
     dispatcher: Mailbox<SqFetcher>,
@@ -237,9 +178,7 @@ pub struct SwarmIo {
     model: TimingModel,
     faults: Faults,
     units: Vec<UnitSlots>,
-    running: AtomicBool,
-    stop: AtomicBool,
-    threads: Mutex<Vec<JoinHandle<()>>>,
+    threads: ThreadSet,
 }
 
 impl SwarmIo {
@@ -277,9 +216,7 @@ impl SwarmIo {
             model: TimingModel::new(config.timing),
             faults: Faults::new(),
             units,
-            running: AtomicBool::new(false),
-            stop: AtomicBool::new(false),
-            threads: Mutex::new(Vec::new()),
+            threads: ThreadSet::default(),
             config,
         }))
     }
@@ -324,7 +261,7 @@ impl SwarmIo {
         let mut targets: Vec<u64> = Vec::with_capacity(self.config.max_fetch);
         let lba = u64::from(self.config.lba_size);
         let mut idle = 0u32;
-        while !self.stop.load(Ordering::Relaxed) {
+        while !self.threads.stopping() {
             slots.dispatcher.apply(&mut fetchers, |f| f.sqid);
             let mut did = false;
             for f in &mut fetchers {
@@ -366,7 +303,7 @@ impl SwarmIo {
                     };
                     let backoff = Backoff::new();
                     while let Err(full) = ring.push(req) {
-                        if self.stop.load(Ordering::Relaxed) {
+                        if self.threads.stopping() {
                             return;
                         }
                         req = full.0;
@@ -374,7 +311,7 @@ impl SwarmIo {
                     }
                 }
             }
-            idle = if did { 0 } else { idle_wait(idle) };
+            idle = if did { 0 } else { idle_backoff(idle) };
         }
     }
 
@@ -397,7 +334,7 @@ impl SwarmIo {
         let mut due: BinaryHeap<Due> = BinaryHeap::new();
         let mut seq = 0u64;
         let mut idle = 0u32;
-        while !self.stop.load(Ordering::Relaxed) {
+        while !self.threads.stopping() {
             mailbox.apply(&mut posters, |p| p.sqid);
             let began = std::time::Instant::now();
             let mut arrived = 0usize;
@@ -460,7 +397,7 @@ impl SwarmIo {
             }
             if arrived == 0 && posted == 0 {
                 idle = match due.peek() {
-                    None => idle_wait(idle),
+                    None => idle_backoff(idle),
                     // Far from the next completion: let the other threads of a small machine run.
                     Some(next) if next.target_ns > now + 20_000 => {
                         std::thread::yield_now();
@@ -568,26 +505,13 @@ impl SwarmIo {
     }
 
     fn spawn(this: &Arc<Self>, admin: AdminConfig) -> Result<(), ControllerError> {
-        if this.running.swap(true, Ordering::AcqRel) {
-            return Err(ControllerError::State("already running"));
-        }
-        this.stop.store(false, Ordering::Release);
-        let mut threads = this.threads.lock().unwrap_or_else(|e| e.into_inner());
-        let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
-            std::thread::Builder::new()
-                .name(name)
-                .spawn(f)
-                .map_err(ControllerError::Io)
-        };
+        this.threads.begin()?;
         let ctrl = Arc::clone(this);
-        threads.push(spawn(
-            "swarmio-admin".into(),
-            Box::new(move || {
-                if let Err(e) = run_admin_queue(ctrl.as_ref(), admin, &ctrl.stop) {
-                    tracing::error!("admin queue stopped: {e}");
-                }
-            }),
-        )?);
+        this.threads.spawn("swarmio-admin".into(), move || {
+            if let Err(e) = run_admin_queue(ctrl.as_ref(), admin, ctrl.threads.stop_flag()) {
+                tracing::error!("admin queue stopped: {e}");
+            }
+        })?;
         for unit in 0..this.config.service_units {
             let mut producers = Vec::new();
             for index in 0..this.config.workers_per_unit {
@@ -595,32 +519,18 @@ impl SwarmIo {
                     .map_err(|e| ControllerError::Config(e.to_string()))?;
                 producers.push(tx);
                 let ctrl = Arc::clone(this);
-                threads.push(spawn(
-                    format!("swarmio-w{unit}.{index}"),
-                    Box::new(move || ctrl.run_worker(unit, index, rx)),
-                )?);
+                this.threads
+                    .spawn(format!("swarmio-w{unit}.{index}"), move || {
+                        ctrl.run_worker(unit, index, rx)
+                    })?;
             }
             let ctrl = Arc::clone(this);
-            threads.push(spawn(
-                format!("swarmio-d{unit}"),
-                Box::new(move || ctrl.run_dispatcher(unit, producers)),
-            )?);
+            this.threads.spawn(format!("swarmio-d{unit}"), move || {
+                ctrl.run_dispatcher(unit, producers)
+            })?;
         }
         Ok(())
     }
-}
-
-/// Backs off while a thread finds no work: spin, then yield, then short sleeps.
-fn idle_wait(idle: u32) -> u32 {
-    let idle = idle.saturating_add(1);
-    if idle > 20_000 {
-        std::thread::sleep(std::time::Duration::from_micros(20));
-    } else if idle > 2_000 {
-        std::thread::yield_now();
-    } else {
-        std::hint::spin_loop();
-    }
-    idle
 }
 
 impl Controller for SwarmIo {
@@ -645,25 +555,20 @@ impl Controller for SwarmIo {
     }
 
     fn stop(&self) {
-        self.stop.store(true, Ordering::Release);
-        let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
-        for t in threads {
-            let _ = t.join();
-        }
-        self.running.store(false, Ordering::Release);
+        self.threads.stop_and_join();
     }
 
     fn attach_queue(&self, queue: ControllerQueue) -> Result<(), ControllerError> {
-        if !self.running.load(Ordering::Acquire) {
+        if !self.threads.is_running() {
             return Err(ControllerError::State("not running"));
         }
         let (unit, worker) = self.route(queue.sqid());
         let (fetcher, poster) = queue.split();
         let slots = &self.units[unit];
         let w = slots.workers[worker].post(Some(poster), None);
-        slots.workers[worker].wait(w, &self.stop);
+        slots.workers[worker].wait(w, self.threads.stop_flag());
         let d = slots.dispatcher.post(Some(fetcher), None);
-        slots.dispatcher.wait(d, &self.stop);
+        slots.dispatcher.wait(d, self.threads.stop_flag());
         Ok(())
     }
 
@@ -671,9 +576,9 @@ impl Controller for SwarmIo {
         let (unit, worker) = self.route(sqid);
         let slots = &self.units[unit];
         let d = slots.dispatcher.post(None, Some(sqid));
-        slots.dispatcher.wait(d, &self.stop);
+        slots.dispatcher.wait(d, self.threads.stop_flag());
         let w = slots.workers[worker].post(None, Some(sqid));
-        slots.workers[worker].wait(w, &self.stop);
+        slots.workers[worker].wait(w, self.threads.stop_flag());
         Ok(())
     }
 
@@ -690,6 +595,6 @@ impl Controller for SwarmIo {
 
 impl Drop for SwarmIo {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
+        self.threads.request_stop();
     }
 }

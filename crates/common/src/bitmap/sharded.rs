@@ -39,8 +39,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 #[cfg(not(loom))]
 use std::sync::{Mutex, MutexGuard};
 
-#[cfg(not(loom))]
-use crossbeam_utils::Backoff;
+use crate::loom_compat::Backoff;
 
 /// Blocks in one F2FS segment: 512 blocks of 4 KiB make a 2 MiB segment.
 pub const F2FS_BLOCKS_PER_SEGMENT: u32 = 512;
@@ -367,21 +366,6 @@ impl std::fmt::Debug for ShardedAllocator {
             .field("free_blocks", &self.free_blocks())
             .field("rebalance_count", &self.rebalance_count())
             .finish_non_exhaustive()
-    }
-}
-
-/// Under loom every wait must hand control to the model's scheduler instead of spinning.
-#[cfg(loom)]
-struct Backoff;
-
-#[cfg(loom)]
-impl Backoff {
-    fn new() -> Self {
-        Self
-    }
-
-    fn snooze(&self) {
-        loom::thread::yield_now();
     }
 }
 

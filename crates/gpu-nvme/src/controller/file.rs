@@ -10,10 +10,8 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use crossbeam_utils::{Backoff, CachePadded};
 
@@ -25,6 +23,7 @@ use crate::spec::{IdentifyController, LbaFormat, NamespaceGeometry, Status, Subm
 use super::admin::{AdminConfig, run_admin_queue};
 use super::data::{DataPath, GpuCopier};
 use super::io::{Prepared, dsm_ranges, prepare};
+use super::threads::{Mailbox, ThreadSet, idle_backoff};
 use super::{Controller, ControllerError, ControllerStats, Registers, StatsCounters};
 
 /// How workers reach the backing file.
@@ -98,22 +97,12 @@ impl FileControllerConfig {
 
 /// A worker's mailbox: queues to take over and queues to drop.
 #[derive(Debug, Default)]
-struct Inbox {
-    add: Vec<ControllerQueue>,
-    remove: Vec<u16>,
-}
-
-#[derive(Debug, Default)]
 struct WorkerSlot {
     /// This worker's counters, on lines of their own (shared counters would bounce between
     /// cores on every command).
     stats: CachePadded<StatsCounters>,
-    inbox: Mutex<Inbox>,
-    dirty: AtomicBool,
-    /// Number of inbox changes the worker has applied.
-    applied: AtomicU64,
-    /// Number of inbox changes requested.
-    requested: AtomicU64,
+    /// Queues to take over and to drop.
+    inbox: Mailbox<ControllerQueue>,
 }
 
 /// A controller over a file or block device. See the module docs.
@@ -125,9 +114,7 @@ pub struct FileController {
     registers: Registers,
     dma: DmaMap,
     workers: Vec<WorkerSlot>,
-    running: AtomicBool,
-    stop: Arc<AtomicBool>,
-    threads: Mutex<Vec<JoinHandle<()>>>,
+    threads: ThreadSet,
 }
 
 impl FileController {
@@ -168,9 +155,7 @@ impl FileController {
             registers,
             dma: DmaMap::new(),
             workers,
-            running: AtomicBool::new(false),
-            stop: Arc::new(AtomicBool::new(false)),
-            threads: Mutex::new(Vec::new()),
+            threads: ThreadSet::default(),
             config,
         }))
     }
@@ -181,30 +166,19 @@ impl FileController {
 
     /// Starts the admin thread and the workers.
     fn spawn(this: &Arc<Self>, admin: AdminConfig) -> Result<(), ControllerError> {
-        if this.running.swap(true, Ordering::AcqRel) {
-            return Err(ControllerError::State("already running"));
-        }
-        this.stop.store(false, Ordering::Release);
-        let mut threads = this.threads.lock().unwrap_or_else(|e| e.into_inner());
+        this.threads.begin()?;
         let ctrl = Arc::clone(this);
-        threads.push(
-            std::thread::Builder::new()
-                .name("nvme-admin".into())
-                .spawn(move || {
-                    if let Err(e) = run_admin_queue(ctrl.as_ref(), admin, &ctrl.stop) {
-                        tracing::error!("admin queue stopped: {e}");
-                    }
-                })
-                .map_err(ControllerError::Io)?,
-        );
+        this.threads.spawn("nvme-admin".into(), move || {
+            if let Err(e) = run_admin_queue(ctrl.as_ref(), admin, ctrl.threads.stop_flag()) {
+                tracing::error!("admin queue stopped: {e}");
+            }
+        })?;
         for index in 0..this.workers.len() {
             let ctrl = Arc::clone(this);
-            threads.push(
-                std::thread::Builder::new()
-                    .name(format!("nvme-worker-{index}"))
-                    .spawn(move || ctrl.run_worker(index))
-                    .map_err(ControllerError::Io)?,
-            );
+            this.threads
+                .spawn(format!("nvme-worker-{index}"), move || {
+                    ctrl.run_worker(index)
+                })?;
         }
         Ok(())
     }
@@ -227,15 +201,8 @@ impl FileController {
         let mut batch: Vec<SubmissionEntry> = Vec::with_capacity(self.config.max_batch);
         let mut results: Vec<(u16, Status)> = Vec::with_capacity(self.config.max_batch);
         let mut idle = 0u32;
-        while !self.stop.load(Ordering::Relaxed) {
-            if slot.dirty.swap(false, Ordering::AcqRel) {
-                let mut inbox = slot.inbox.lock().unwrap_or_else(|e| e.into_inner());
-                queues.append(&mut inbox.add);
-                let remove = std::mem::take(&mut inbox.remove);
-                queues.retain(|q| !remove.contains(&q.sqid()));
-                slot.applied
-                    .store(slot.requested.load(Ordering::Acquire), Ordering::Release);
-            }
+        while !self.threads.stopping() {
+            slot.inbox.apply(&mut queues, ControllerQueue::sqid);
             let mut did = 0;
             for q in &mut queues {
                 batch.clear();
@@ -255,7 +222,7 @@ impl FileController {
                     };
                     let backoff = Backoff::new();
                     while !q.post(cid, status, 0) {
-                        if self.stop.load(Ordering::Relaxed) {
+                        if self.threads.stopping() {
                             return;
                         }
                         backoff.snooze();
@@ -266,32 +233,7 @@ impl FileController {
                     .busy_ns
                     .fetch_add(began.elapsed().as_nanos() as u64, Ordering::Relaxed);
             }
-            if did == 0 {
-                idle = idle.saturating_add(1);
-                if idle > 20_000 {
-                    std::thread::sleep(Duration::from_micros(20));
-                } else if idle > 2_000 {
-                    std::thread::yield_now();
-                } else {
-                    std::hint::spin_loop();
-                }
-            } else {
-                idle = 0;
-            }
-        }
-    }
-
-    fn request(&self, sqid: u16, change: impl FnOnce(&mut Inbox)) {
-        let slot = self.worker_of(sqid);
-        let target = {
-            let mut inbox = slot.inbox.lock().unwrap_or_else(|e| e.into_inner());
-            change(&mut inbox);
-            slot.requested.fetch_add(1, Ordering::AcqRel) + 1
-        };
-        slot.dirty.store(true, Ordering::Release);
-        let backoff = Backoff::new();
-        while slot.applied.load(Ordering::Acquire) < target && !self.stop.load(Ordering::Acquire) {
-            backoff.snooze();
+            idle = if did == 0 { idle_backoff(idle) } else { 0 };
         }
     }
 }
@@ -318,25 +260,23 @@ impl Controller for FileController {
     }
 
     fn stop(&self) {
-        self.stop.store(true, Ordering::Release);
-        let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
-        for t in threads {
-            let _ = t.join();
-        }
-        self.running.store(false, Ordering::Release);
+        self.threads.stop_and_join();
     }
 
     fn attach_queue(&self, queue: ControllerQueue) -> Result<(), ControllerError> {
-        if !self.running.load(Ordering::Acquire) {
+        if !self.threads.is_running() {
             return Err(ControllerError::State("not running"));
         }
-        let sqid = queue.sqid();
-        self.request(sqid, |inbox| inbox.add.push(queue));
+        let inbox = &self.worker_of(queue.sqid()).inbox;
+        let ticket = inbox.post(Some(queue), None);
+        inbox.wait(ticket, self.threads.stop_flag());
         Ok(())
     }
 
     fn detach_queue(&self, sqid: u16) -> Result<(), ControllerError> {
-        self.request(sqid, |inbox| inbox.remove.push(sqid));
+        let inbox = &self.worker_of(sqid).inbox;
+        let ticket = inbox.post(None, Some(sqid));
+        inbox.wait(ticket, self.threads.stop_flag());
         Ok(())
     }
 
@@ -351,7 +291,7 @@ impl Controller for FileController {
 
 impl Drop for FileController {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
+        self.threads.request_stop();
     }
 }
 

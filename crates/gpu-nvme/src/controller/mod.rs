@@ -9,6 +9,7 @@ pub mod admin;
 pub mod data;
 pub mod file;
 pub mod io;
+pub mod threads;
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 

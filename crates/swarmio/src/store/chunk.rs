@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, fence};
 use crossbeam_utils::Backoff;
 
 use super::mapping::ZeroIsValid;
-use super::{block_mask, load_words};
+use super::{block_mask, copy};
 
 /// Blocks per chunk: the granule of locking, of dirty tracking and of write atomicity.
 pub const CHUNK_BLOCKS: u32 = 64;
@@ -187,7 +187,7 @@ impl Undo {
         // At most 64 blocks are saved, so the slot index fits a byte.
         self.slots[block as usize] = (start / block_bytes) as u8;
         self.blocks.resize(start + block_bytes, 0);
-        load_words(words, &mut self.blocks[start..]);
+        copy::load(words, &mut self.blocks[start..]);
         self.saved |= block_mask(block, 1);
     }
 

@@ -50,6 +50,7 @@
 //!   flushes, overwriting flushed data can therefore double its footprint.
 
 mod chunk;
+mod copy;
 mod dirty;
 mod mapping;
 
@@ -57,7 +58,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize};
+use std::sync::atomic::{AtomicI64, AtomicUsize};
 use std::sync::{Mutex, PoisonError};
 
 use crossbeam_utils::CachePadded;
@@ -326,7 +327,7 @@ impl Store {
             let wanted = segment.mask();
             self.chunks.as_slice()[segment.chunk].read(|live| {
                 if !sparse || live & wanted == wanted {
-                    load_words(src, dst);
+                    copy::load(src, dst);
                 } else if live & wanted == 0 {
                     dst.fill(0);
                 } else {
@@ -336,7 +337,7 @@ impl Store {
                         .zip(dst.chunks_exact_mut(block_bytes));
                     for (block, (src, dst)) in (segment.first_block..).zip(blocks) {
                         if live & block_mask(block, 1) != 0 {
-                            load_words(src, dst);
+                            copy::load(src, dst);
                         } else {
                             dst.fill(0);
                         }
@@ -409,7 +410,7 @@ impl Store {
             let chunk_start = chunk << self.chunk_shift;
             for (block, content) in undo.saved_blocks(block_bytes) {
                 let start = (chunk_start + block as usize * block_bytes) / 8;
-                store_words(&words[start..start + block_bytes / 8], content);
+                copy::store(&words[start..start + block_bytes / 8], content);
             }
             if matches!(self.backing, Backing::Ram { .. }) {
                 let old = guard.live();
@@ -459,7 +460,7 @@ impl Store {
             let new_live = match content {
                 Content::Data(data) => {
                     let start = segment.buf_start;
-                    store_words(words, &data[start..start + segment.len]);
+                    copy::store(words, &data[start..start + segment.len]);
                     old_live | mask
                 }
                 // RAM: a block with a clear live bit reads as zeros whatever its memory holds.
@@ -616,22 +617,6 @@ fn page_mask(blocks: u64, page_blocks: u32) -> u64 {
     (0..CHUNK_BLOCKS / page_blocks)
         .filter(|page| (blocks >> (page * page_blocks)) & group != 0)
         .fold(0, |pages, page| pages | 1 << page)
-}
-
-/// Copies words into bytes (`dst.len() == 8 * src.len()`).
-fn load_words(src: &[AtomicU64], dst: &mut [u8]) {
-    for (word, bytes) in src.iter().zip(dst.chunks_exact_mut(8)) {
-        bytes.copy_from_slice(&word.load(Relaxed).to_ne_bytes());
-    }
-}
-
-/// Copies bytes into words (`src.len() == 8 * dst.len()`).
-fn store_words(dst: &[AtomicU64], src: &[u8]) {
-    for (word, bytes) in dst.iter().zip(src.chunks_exact(8)) {
-        let mut value = [0; 8];
-        value.copy_from_slice(bytes);
-        word.store(u64::from_ne_bytes(value), Relaxed);
-    }
 }
 
 /// Shards of [`ShardedCounter`]; threads beyond this share shards (correct, just slower).
