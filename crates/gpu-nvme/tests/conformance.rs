@@ -43,6 +43,8 @@ macro_rules! conformance_tests {
             #[test]
             fn bad_prps_are_refused() { conformance::bad_prps_are_refused(&factory(FileBackend::$backend)) }
             #[test]
+            fn unaligned_prp1_moves_the_right_bytes() { conformance::unaligned_prp1_moves_the_right_bytes(&factory(FileBackend::$backend)) }
+            #[test]
             fn write_zeroes_and_deallocate_read_back_zeros() { conformance::write_zeroes_and_deallocate_read_back_zeros(&factory(FileBackend::$backend)) }
             #[test]
             fn concurrent_writers_keep_their_data() { conformance::concurrent_writers_keep_their_data(&factory(FileBackend::$backend)) }
@@ -55,5 +57,5 @@ conformance_tests!(Uring => uring, Psync => psync, Mmap => mmap);
 #[test]
 fn the_suite_lists_every_check() {
     // The macro above names each check; keep it in step with the suite's own list.
-    assert_eq!(conformance::CHECKS.len(), 9);
+    assert_eq!(conformance::CHECKS.len(), 10);
 }

@@ -15,7 +15,7 @@
 //! - Baseline mode (NVMeVirt-like, §III): one dispatcher, per-request updates, one SQE per
 //!   doorbell check ([`SwarmConfig::baseline`]).
 
-use std::collections::BinaryHeap;
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -137,7 +137,7 @@ struct Request {
 }
 
 /// A completion waiting for its time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 struct Due {
     target_ns: u64,
     seq: u64,
@@ -147,16 +147,22 @@ struct Due {
     status: u16,
 }
 
-impl Ord for Due {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        // Earliest target first (BinaryHeap is a max-heap); ties in arrival order.
-        (other.target_ns, other.seq).cmp(&(self.target_ns, self.seq))
-    }
-}
+/// Completions ordered by target time (ties in arrival order). Targets arrive almost sorted
+/// (a batch's requests rotate over the timing model's instances), so an insertion from the
+/// back costs a step or two, where a binary heap would pay log n on every push and pop.
+#[derive(Debug, Default)]
+struct DueQueue(VecDeque<Due>);
 
-impl PartialOrd for Due {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
+impl DueQueue {
+    fn push(&mut self, d: Due) {
+        let at = self.0.len()
+            - self
+                .0
+                .iter()
+                .rev()
+                .take_while(|x| x.target_ns > d.target_ns)
+                .count();
+        self.0.insert(at, d);
     }
 }
 
@@ -331,7 +337,7 @@ impl SwarmIo {
             });
         let mut path = DataPath::new(&self.dma, copier);
         let mut posters: Vec<CqPoster> = Vec::new();
-        let mut due: BinaryHeap<Due> = BinaryHeap::new();
+        let mut due = DueQueue::default();
         let mut seq = 0u64;
         let mut idle = 0u32;
         while !self.threads.stopping() {
@@ -361,33 +367,29 @@ impl SwarmIo {
                 if let Err(status) = path.finish() {
                     // The batch's copies into GPU memory failed: so did its successful commands.
                     let first = seq - arrived as u64;
-                    due = std::mem::take(&mut due)
-                        .into_iter()
-                        .map(|mut d| {
-                            if d.seq >= first && d.status == Status::SUCCESS.to_field() {
-                                d.status = status.to_field();
-                            }
-                            d
-                        })
-                        .collect();
+                    for d in due.0.iter_mut().filter(|d| d.seq >= first) {
+                        if d.status == Status::SUCCESS.to_field() {
+                            d.status = status.to_field();
+                        }
+                    }
                 }
                 stats.batches.fetch_add(1, Ordering::Relaxed);
             }
             let now = self.model.now_ns();
             let mut posted = 0;
-            while let Some(top) = due.peek().copied() {
+            while let Some(top) = due.0.front().copied() {
                 if top.target_ns > now {
                     break;
                 }
                 let Some(poster) = posters.iter_mut().find(|p| p.sqid == top.sqid) else {
-                    due.pop(); // its queue was deleted
+                    due.0.pop_front(); // its queue was deleted
                     continue;
                 };
                 let status = Status::from_field(top.status).unwrap_or(Status::internal_error());
                 if !poster.post(top.cid, status, 0, top.sq_head) {
                     break; // CQ full: the host has not consumed yet
                 }
-                due.pop();
+                due.0.pop_front();
                 posted += 1;
             }
             if arrived > 0 || posted > 0 {
@@ -396,7 +398,7 @@ impl SwarmIo {
                     .fetch_add(began.elapsed().as_nanos() as u64, Ordering::Relaxed);
             }
             if arrived == 0 && posted == 0 {
-                idle = match due.peek() {
+                idle = match due.0.front() {
                     None => idle_backoff(idle),
                     // Far from the next completion: let the other threads of a small machine run.
                     Some(next) if next.target_ns > now + 20_000 => {
@@ -412,6 +414,46 @@ impl SwarmIo {
                 idle = 0;
             }
         }
+    }
+
+    /// Reads `buf` at byte `offset` of the namespace. A PRP segment need not be block
+    /// aligned (PRP1 may point anywhere dword aligned): such pieces go through whole blocks.
+    fn read_any(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        let lba = u64::from(self.config.lba_size);
+        if offset % lba == 0 && buf.len() as u64 % lba == 0 {
+            return self.store.read(offset, buf).map_err(std::io::Error::other);
+        }
+        let start = offset / lba * lba;
+        let end = (offset + buf.len() as u64).div_ceil(lba) * lba;
+        let mut whole = vec![0u8; (end - start) as usize];
+        self.store
+            .read(start, &mut whole)
+            .map_err(std::io::Error::other)?;
+        let at = (offset - start) as usize;
+        buf.copy_from_slice(&whole[at..at + buf.len()]);
+        Ok(())
+    }
+
+    /// Writes `data` at byte `offset`; unaligned pieces read-modify-write their blocks.
+    fn write_any(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        let lba = u64::from(self.config.lba_size);
+        if offset % lba == 0 && data.len() as u64 % lba == 0 {
+            return self
+                .store
+                .write(offset, data)
+                .map_err(std::io::Error::other);
+        }
+        let start = offset / lba * lba;
+        let end = (offset + data.len() as u64).div_ceil(lba) * lba;
+        let mut whole = vec![0u8; (end - start) as usize];
+        self.store
+            .read(start, &mut whole)
+            .map_err(std::io::Error::other)?;
+        let at = (offset - start) as usize;
+        whole[at..at + data.len()].copy_from_slice(data);
+        self.store
+            .write(start, &whole)
+            .map_err(std::io::Error::other)
     }
 
     /// Executes one command's data movement and returns its status.
@@ -475,17 +517,9 @@ impl SwarmIo {
                     Err(status) => return status,
                 };
                 let result = if write {
-                    path.write_from(&segs, |pos, data| {
-                        self.store
-                            .write(off + pos, data)
-                            .map_err(std::io::Error::other)
-                    })
+                    path.write_from(&segs, |pos, data| self.write_any(off + pos, data))
                 } else {
-                    path.read_into(&segs, |pos, buf| {
-                        self.store
-                            .read(off + pos, buf)
-                            .map_err(std::io::Error::other)
-                    })
+                    path.read_into(&segs, |pos, buf| self.read_any(off + pos, buf))
                 };
                 match result {
                     Ok(()) => {
@@ -596,5 +630,26 @@ impl Controller for SwarmIo {
 impl Drop for SwarmIo {
     fn drop(&mut self) {
         self.threads.request_stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The due queue pops by target time, ties in arrival order, whatever the arrival order.
+        #[test]
+        fn due_queue_pops_in_target_then_arrival_order(targets in proptest::collection::vec(0u64..50, 0..200)) {
+            let mut q = DueQueue::default();
+            for (seq, &target_ns) in targets.iter().enumerate() {
+                q.push(Due { target_ns, seq: seq as u64, sqid: 1, cid: 0, sq_head: 0, status: 0 });
+            }
+            let popped: Vec<(u64, u64)> = q.0.iter().map(|d| (d.target_ns, d.seq)).collect();
+            let mut want = popped.clone();
+            want.sort();
+            prop_assert_eq!(popped, want);
+        }
     }
 }

@@ -66,5 +66,5 @@ fn cpu_initiated_load_sustains_a_low_target_within_tolerance() {
         fraction * 100.0
     );
     assert!(fraction <= 1.03, "the model must cap the rate: {fraction}");
-    assert!(fraction >= 0.9, "too far below the target: {fraction}");
+    assert!(fraction >= 0.85, "too far below the target: {fraction}");
 }

@@ -30,6 +30,26 @@ pub struct Segment {
     pub kind: RegionKind,
 }
 
+/// The segments of one transfer: inline for the usual one or two, listed for PRP lists.
+#[derive(Debug, Clone)]
+pub enum Segments {
+    /// Up to two segments (the first `usize` of the array are used).
+    Inline([Segment; 2], usize),
+    /// Any number of segments.
+    Listed(Vec<Segment>),
+}
+
+impl std::ops::Deref for Segments {
+    type Target = [Segment];
+
+    fn deref(&self) -> &[Segment] {
+        match self {
+            Self::Inline(segs, n) => &segs[..*n],
+            Self::Listed(segs) => segs,
+        }
+    }
+}
+
 /// A worker's copy engine for GPU memory: a stream and a page-locked bounce buffer.
 #[derive(Debug)]
 pub struct GpuCopier {
@@ -93,23 +113,27 @@ impl<'a> DataPath<'a> {
     ///
     /// Misaligned or short PRPs are Invalid Field; addresses outside registered memory (or a
     /// PRP list in GPU memory) are Data Transfer Error.
-    pub fn segments(&self, sqe: &SubmissionEntry, len: u64) -> Result<Vec<Segment>, Status> {
-        // Most commands name at most two pages: no list to read, no walker needed.
+    pub fn segments(&self, sqe: &SubmissionEntry, len: u64) -> Result<Segments, Status> {
+        // Most commands name at most two pages: no list to read, no walker, no allocation.
         if let Some(found) = two_page_segments(sqe.prp1, sqe.prp2, len) {
             let (pieces, n) = found?;
-            let mut out = Vec::with_capacity(n);
-            for &(addr, seg_len) in &pieces[..n] {
+            let mut out = [Segment {
+                addr: 0,
+                len: 0,
+                kind: RegionKind::Host,
+            }; 2];
+            for (slot, &(addr, seg_len)) in out.iter_mut().zip(&pieces[..n]) {
                 let r = self
                     .view
                     .resolve(addr, seg_len)
                     .ok_or_else(Status::data_transfer_error)?;
-                out.push(Segment {
+                *slot = Segment {
                     addr,
                     len: seg_len as usize,
                     kind: r.kind,
-                });
+                };
             }
-            return Ok(out);
+            return Ok(Segments::Inline(out, n));
         }
         let view = &self.view;
         let read_list = |addr: u64, entries: &mut [u64]| -> Result<(), ()> {
@@ -139,7 +163,7 @@ impl<'a> DataPath<'a> {
                 kind: r.kind,
             });
         }
-        Ok(out)
+        Ok(Segments::Listed(out))
     }
 
     /// Fills the segments, in order, from `fill(offset_in_transfer, buffer)`: the controller
