@@ -420,7 +420,7 @@ impl SwarmIo {
     /// aligned (PRP1 may point anywhere dword aligned): such pieces go through whole blocks.
     fn read_any(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
         let lba = u64::from(self.config.lba_size);
-        if offset % lba == 0 && buf.len() as u64 % lba == 0 {
+        if offset.is_multiple_of(lba) && (buf.len() as u64).is_multiple_of(lba) {
             return self.store.read(offset, buf).map_err(std::io::Error::other);
         }
         let start = offset / lba * lba;
@@ -437,7 +437,7 @@ impl SwarmIo {
     /// Writes `data` at byte `offset`; unaligned pieces read-modify-write their blocks.
     fn write_any(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
         let lba = u64::from(self.config.lba_size);
-        if offset % lba == 0 && data.len() as u64 % lba == 0 {
+        if offset.is_multiple_of(lba) && (data.len() as u64).is_multiple_of(lba) {
             return self
                 .store
                 .write(offset, data)
