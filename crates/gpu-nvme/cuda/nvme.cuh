@@ -364,14 +364,6 @@ __device__ inline void nvme_copy_from_slot(void* dst, const void* slot, unsigned
     for (unsigned int i = 0; i < bytes / 16; i++) d[i] = __ldcv(s + i);
 }
 
-// The same copy done by all lanes of `mask` together, lane-strided (coalesced), for one slot.
-__device__ inline void nvme_copy_from_slot_warp(void* dst, const void* slot, unsigned int bytes, unsigned int mask) {
-    const uint4* s = (const uint4*)slot;
-    uint4* d = (uint4*)dst;
-    const unsigned int rank = __popc(mask & ((1u << nvme_lane()) - 1u));
-    const unsigned int width = __popc(mask);
-    for (unsigned int i = rank; i < bytes / 16; i += width) d[i] = __ldcv(s + i);
-}
 
 
 // ---- block API ---------------------------------------------------------------------------------

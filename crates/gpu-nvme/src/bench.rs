@@ -532,9 +532,9 @@ fn run_gpu(args: &BenchArgs, factory: ControllerFactory<'_>) -> Result<Outcome, 
     let stats = dev.controller().stats();
     if stats.batches > 0 && stats.busy_ns > 0 {
         notes.push(format!(
-            "controller: {:.1} commands per fetched batch, workers busy {:.0}% of the run",
+            "controller: {:.1} commands per fetched batch, {:.1} worker threads busy on average",
             stats.commands as f64 / stats.batches as f64,
-            stats.busy_ns as f64 / 1e9 / elapsed.as_secs_f64() / args.workers as f64 * 100.0
+            stats.busy_ns as f64 / 1e9 / elapsed.as_secs_f64()
         ));
     }
     if !args.null {
