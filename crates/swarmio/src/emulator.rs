@@ -38,7 +38,7 @@ use gpu_nvme::spec::{
 };
 
 use crate::faults::Faults;
-use crate::store::Store;
+use crate::store::{RamPages, Store};
 use crate::timing_model::{IoDirection, TimingConfig, TimingModel, TimingRequest, UpdateMode};
 
 /// Requests a dispatcher can hand one worker before it waits.
@@ -49,6 +49,9 @@ const RING_CAPACITY: usize = 8192;
 pub enum Backing {
     /// RAM, sparse: never-written blocks read as zeros and cost no memory.
     Ram,
+    /// RAM on transparent huge pages: faster random reads over a large working set, but a write
+    /// into an untouched 2 MiB region may make all of it resident (for densely filled data).
+    RamHugePages,
     /// A file or block device.
     File(PathBuf),
 }
@@ -194,6 +197,9 @@ impl SwarmIo {
         let store_err = |e: crate::store::StoreError| ControllerError::Config(e.to_string());
         let store = match &config.backing {
             Backing::Ram => Store::ram(config.capacity_bytes, config.lba_size),
+            Backing::RamHugePages => {
+                Store::ram_with_pages(config.capacity_bytes, config.lba_size, RamPages::Huge)
+            }
             Backing::File(path) => Store::file(path, config.capacity_bytes, config.lba_size),
         }
         .map_err(store_err)?;

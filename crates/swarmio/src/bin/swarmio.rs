@@ -68,6 +68,10 @@ struct Emulation {
     /// A file or block device as the namespace instead of RAM.
     #[arg(long)]
     file: Option<PathBuf>,
+    /// Back the RAM namespace with transparent huge pages (faster random reads; a sparse write
+    /// may make a whole 2 MiB region resident).
+    #[arg(long, conflicts_with = "file")]
+    huge_pages: bool,
     /// Fill the namespace with the check pattern first (needed by --verify on reads).
     #[arg(long)]
     fill: bool,
@@ -188,6 +192,8 @@ fn run_one(emu: &Emulation, args: &BenchArgs) -> Result<BenchRecord> {
         let mut c = SwarmConfig::new(capacity, b.lba_size, timing);
         if let Some(f) = &emu.file {
             c.backing = Backing::File(f.clone());
+        } else if emu.huge_pages {
+            c.backing = Backing::RamHugePages;
         }
         c.service_units = emu.units;
         c.workers_per_unit = b.workers;
