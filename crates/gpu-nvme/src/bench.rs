@@ -575,6 +575,14 @@ fn h2d_bandwidth(gpu: &Gpu) -> Result<f64, BenchError> {
     Ok(best)
 }
 
+/// Logs to stderr, filtered by `RUST_LOG` (every benchmark binary starts with this).
+pub fn init_logging() {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
+}
+
 /// Runs the benchmark against the controller `factory` builds and returns its record.
 /// Commands that failed or reads that did not match the pattern make the run an error after
 /// the record is built, so callers can still print it.

@@ -425,41 +425,49 @@ impl SwarmIo {
     /// Reads `buf` at byte `offset` of the namespace. A PRP segment need not be block
     /// aligned (PRP1 may point anywhere dword aligned): such pieces go through whole blocks.
     fn read_any(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
-        let lba = u64::from(self.config.lba_size);
-        if offset.is_multiple_of(lba) && (buf.len() as u64).is_multiple_of(lba) {
-            return self.store.read(offset, buf).map_err(std::io::Error::other);
+        match self.covering_blocks(offset, buf.len())? {
+            None => self.store.read(offset, buf).map_err(std::io::Error::other),
+            Some((_, whole, at)) => {
+                buf.copy_from_slice(&whole[at..at + buf.len()]);
+                Ok(())
+            }
         }
-        let start = offset / lba * lba;
-        let end = (offset + buf.len() as u64).div_ceil(lba) * lba;
-        let mut whole = vec![0u8; (end - start) as usize];
-        self.store
-            .read(start, &mut whole)
-            .map_err(std::io::Error::other)?;
-        let at = (offset - start) as usize;
-        buf.copy_from_slice(&whole[at..at + buf.len()]);
-        Ok(())
     }
 
     /// Writes `data` at byte `offset`; unaligned pieces read-modify-write their blocks.
     fn write_any(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
-        let lba = u64::from(self.config.lba_size);
-        if offset.is_multiple_of(lba) && (data.len() as u64).is_multiple_of(lba) {
-            return self
+        match self.covering_blocks(offset, data.len())? {
+            None => self
                 .store
                 .write(offset, data)
-                .map_err(std::io::Error::other);
+                .map_err(std::io::Error::other),
+            Some((start, mut whole, at)) => {
+                whole[at..at + data.len()].copy_from_slice(data);
+                self.store
+                    .write(start, &whole)
+                    .map_err(std::io::Error::other)
+            }
+        }
+    }
+
+    /// `None` when `len` bytes at `offset` are whole blocks; otherwise the current content of
+    /// the blocks covering them: (first byte, bytes, where the piece starts in them).
+    fn covering_blocks(
+        &self,
+        offset: u64,
+        len: usize,
+    ) -> std::io::Result<Option<(u64, Vec<u8>, usize)>> {
+        let lba = u64::from(self.config.lba_size);
+        if offset.is_multiple_of(lba) && (len as u64).is_multiple_of(lba) {
+            return Ok(None);
         }
         let start = offset / lba * lba;
-        let end = (offset + data.len() as u64).div_ceil(lba) * lba;
+        let end = (offset + len as u64).div_ceil(lba) * lba;
         let mut whole = vec![0u8; (end - start) as usize];
         self.store
             .read(start, &mut whole)
             .map_err(std::io::Error::other)?;
-        let at = (offset - start) as usize;
-        whole[at..at + data.len()].copy_from_slice(data);
-        self.store
-            .write(start, &whole)
-            .map_err(std::io::Error::other)
+        Ok(Some((start, whole, (offset - start) as usize)))
     }
 
     /// Executes one command's data movement and returns its status.

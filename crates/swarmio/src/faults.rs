@@ -64,8 +64,8 @@ impl Faults {
         self.spike_every.store(every, Ordering::Release);
     }
 
-    /// Extra nanoseconds for the next `count` commands of a dispatcher's batch, added to
-    /// `targets` in place. One atomic step per batch, and none while spikes are off.
+    /// Adds the spike to the targets of the commands of a dispatcher's batch that it hits,
+    /// in place. One atomic step per batch, and none while spikes are off.
     pub fn apply_spikes(&self, targets: &mut [u64]) {
         let every = self.spike_every.load(Ordering::Acquire);
         if every == 0 || targets.is_empty() {

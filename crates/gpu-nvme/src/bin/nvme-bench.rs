@@ -31,10 +31,7 @@ struct Args {
 }
 
 fn main() -> Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_writer(std::io::stderr)
-        .init();
+    bench::init_logging();
     let args = Args::parse();
     let path = PathBuf::from(
         args.controller

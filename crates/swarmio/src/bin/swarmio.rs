@@ -15,7 +15,7 @@ use gpu_nvme::bench::{self, BenchArgs, BenchError};
 use gpu_nvme::controller::Controller;
 use gpu_nvme::cuda::Gpu;
 use swarmio::presets::{self, Preset};
-use swarmio::timing_model::{Targets, TimingConfig, UpdateMode};
+use swarmio::timing_model::{IoDirection, Targets, TimingConfig, UpdateMode};
 use swarmio::{Backing, SwarmConfig, SwarmIo};
 
 #[derive(Debug, Parser)]
@@ -122,10 +122,7 @@ struct ValidateCommand {
 }
 
 fn main() -> Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_writer(std::io::stderr)
-        .init();
+    bench::init_logging();
     match Cli::parse().command {
         Command::Presets => {
             for p in presets::presets() {
@@ -228,11 +225,8 @@ fn run_one(emu: &Emulation, args: &BenchArgs) -> Result<BenchRecord> {
     let (mut record, _notes) = bench::run(args, "swarmio", &factory)?;
     let timing_desc = format!(
         "read {:.3} MIOPS {:.1} us",
-        timing.max_iops(swarmio::timing_model::IoDirection::Read) / 1e6,
-        timing
-            .params(swarmio::timing_model::IoDirection::Read)
-            .unloaded_latency_ps() as f64
-            / 1e6
+        timing.max_iops(IoDirection::Read) / 1e6,
+        timing.params(IoDirection::Read).unloaded_latency_ps() as f64 / 1e6
     );
     let mode = if emu.baseline {
         "baseline"
@@ -244,19 +238,10 @@ fn run_one(emu: &Emulation, args: &BenchArgs) -> Result<BenchRecord> {
     for (k, v) in [
         ("mode", serde_json::Value::from(mode)),
         ("target", timing_desc.into()),
-        (
-            "target_iops",
-            timing
-                .max_iops(swarmio::timing_model::IoDirection::Read)
-                .into(),
-        ),
+        ("target_iops", timing.max_iops(IoDirection::Read).into()),
         (
             "target_latency_us",
-            (timing
-                .params(swarmio::timing_model::IoDirection::Read)
-                .unloaded_latency_ps() as f64
-                / 1e6)
-                .into(),
+            (timing.params(IoDirection::Read).unloaded_latency_ps() as f64 / 1e6).into(),
         ),
         ("units", emu.units.into()),
         ("coalesce", (!emu.no_coalesce && !emu.baseline).into()),
@@ -271,7 +256,7 @@ fn run_one(emu: &Emulation, args: &BenchArgs) -> Result<BenchRecord> {
     ] {
         record.parameters.insert(k.into(), v);
     }
-    let achieved = record.iops / timing.max_iops(swarmio::timing_model::IoDirection::Read);
+    let achieved = record.iops / timing.max_iops(IoDirection::Read);
     record
         .extra
         .insert("fraction_of_target".into(), achieved.into());
