@@ -531,10 +531,13 @@ fn run_gpu(args: &BenchArgs, factory: ControllerFactory<'_>) -> Result<Outcome, 
     }
     let stats = dev.controller().stats();
     if stats.batches > 0 && stats.busy_ns > 0 {
+        let threads = |ns: u64| ns as f64 / 1e9 / elapsed.as_secs_f64();
         notes.push(format!(
-            "controller: {:.1} commands per fetched batch, {:.1} worker threads busy on average",
+            "controller: {:.1} commands per fetched batch, {:.1} worker threads busy on average \
+             ({:.1} of them waiting for copies into GPU memory)",
             stats.commands as f64 / stats.batches as f64,
-            stats.busy_ns as f64 / 1e9 / elapsed.as_secs_f64()
+            threads(stats.busy_ns),
+            threads(stats.copy_wait_ns)
         ));
     }
     if !args.null {

@@ -158,6 +158,8 @@ pub struct StatsCounters {
     pub batches: AtomicU64,
     /// Nanoseconds workers spent executing batches (the rest of their time is polling).
     pub busy_ns: AtomicU64,
+    /// Of `busy_ns`, the nanoseconds spent waiting for copies into GPU memory to land.
+    pub copy_wait_ns: AtomicU64,
 }
 
 impl StatsCounters {
@@ -172,6 +174,7 @@ impl StatsCounters {
             errors: self.errors.load(Ordering::Relaxed),
             batches: self.batches.load(Ordering::Relaxed),
             busy_ns: self.busy_ns.load(Ordering::Relaxed),
+            copy_wait_ns: self.copy_wait_ns.load(Ordering::Relaxed),
         }
     }
 }
@@ -186,6 +189,7 @@ impl std::ops::AddAssign for ControllerStats {
         self.errors += o.errors;
         self.batches += o.batches;
         self.busy_ns += o.busy_ns;
+        self.copy_wait_ns += o.copy_wait_ns;
     }
 }
 
@@ -208,6 +212,8 @@ pub struct ControllerStats {
     pub batches: u64,
     /// Nanoseconds workers spent executing batches.
     pub busy_ns: u64,
+    /// Of `busy_ns`, the nanoseconds spent waiting for copies into GPU memory to land.
+    pub copy_wait_ns: u64,
 }
 
 /// An NVMe controller implemented in software.

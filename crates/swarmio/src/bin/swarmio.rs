@@ -78,9 +78,17 @@ struct Emulation {
     /// Service units (dispatchers); the workers of each are `--workers`.
     #[arg(long, default_value_t = 2)]
     units: usize,
-    /// NVMeVirt-like baseline: one dispatcher, per-request updates, no coalescing.
+    /// NVMeVirt-like baseline: one dispatcher, per-request updates, no coalescing, one copy
+    /// into GPU memory at a time.
     #[arg(long)]
     baseline: bool,
+    /// Send and wait for each request's copy into GPU memory alone instead of one batch per
+    /// drained ring (ablation).
+    #[arg(long)]
+    no_batched_copies: bool,
+    /// Pin each dispatcher and worker thread to a core of its own.
+    #[arg(long)]
+    pin_threads: bool,
     /// Turn coalesced fetching off (ablation).
     #[arg(long)]
     no_coalesce: bool,
@@ -203,6 +211,8 @@ fn run_one(emu: &Emulation, args: &BenchArgs) -> Result<BenchRecord> {
         if emu.per_request {
             c.update_mode = UpdateMode::PerRequest;
         }
+        c.batched_copies = !emu.no_batched_copies;
+        c.pin_threads = emu.pin_threads;
         if emu.baseline {
             c = c.baseline();
         }
@@ -230,7 +240,7 @@ fn run_one(emu: &Emulation, args: &BenchArgs) -> Result<BenchRecord> {
     );
     let mode = if emu.baseline {
         "baseline"
-    } else if emu.no_coalesce || emu.per_request {
+    } else if emu.no_coalesce || emu.per_request || emu.no_batched_copies {
         "ablation"
     } else {
         "swarmio"
@@ -246,6 +256,11 @@ fn run_one(emu: &Emulation, args: &BenchArgs) -> Result<BenchRecord> {
         ("units", emu.units.into()),
         ("coalesce", (!emu.no_coalesce && !emu.baseline).into()),
         ("aggregated", (!emu.per_request && !emu.baseline).into()),
+        (
+            "batched_copies",
+            (!emu.no_batched_copies && !emu.baseline).into(),
+        ),
+        ("pinned", emu.pin_threads.into()),
         (
             "preset",
             emu.preset
@@ -290,7 +305,8 @@ fn check(record: &BenchRecord) -> Result<()> {
 }
 
 /// The paper's sweeps (§V): sustained IOPS against targets, latency against load, queue counts,
-/// block sizes, baseline against SwarmIO, and the ablation of coalescing and aggregation.
+/// block sizes, baseline against SwarmIO, and the ablation of coalescing, aggregation and batched
+/// copies.
 fn validate(cmd: &ValidateCommand) -> Result<()> {
     std::fs::create_dir_all(&cmd.out).with_context(|| format!("creating {}", cmd.out.display()))?;
     let mut records: Vec<(String, BenchRecord)> = Vec::new();
@@ -349,6 +365,11 @@ fn validate(cmd: &ValidateCommand) -> Result<()> {
         ..cmd.emulation.clone()
     };
     run("ablation", &per_request, &cmd.bench)?;
+    let one_copy_at_a_time = Emulation {
+        no_batched_copies: true,
+        ..cmd.emulation.clone()
+    };
+    run("ablation", &one_copy_at_a_time, &cmd.bench)?;
 
     let jsonl = cmd.out.join("validate.jsonl");
     let mut text = String::new();
