@@ -27,7 +27,8 @@ for t in 5 10 20 30 40 60 80 200; do run $G --target-miops $t --units 2 --worker
 run $G --target-miops 200 --units 4 --workers 3
 run $G --target-miops 40 --units 2 --workers 6 --fill --verify
 # Against the NVMeVirt-like baseline at the same target, in the same run.
-run $G --target-miops 40 --units 2 --workers 6 --baseline
+run $G --target-miops 40 --units 2 --workers 6 --baseline --gpu-data direct
+run $G --target-miops 40 --units 2 --workers 6 --baseline --gpu-data bounce
 # Ablation: no coalesced fetching; per-request timing updates.
 run $G --target-miops 40 --units 2 --workers 6 --no-coalesce
 run $G --target-miops 40 --units 2 --workers 6 --per-request

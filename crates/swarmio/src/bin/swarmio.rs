@@ -11,7 +11,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use common::bench::{BenchRecord, render_table};
-use gpu_nvme::bench::{self, BenchArgs, BenchError};
+use gpu_nvme::bench::{self, BenchArgs, BenchError, GpuData};
 use gpu_nvme::controller::Controller;
 use gpu_nvme::cuda::Gpu;
 use swarmio::presets::{self, Preset};
@@ -353,7 +353,12 @@ fn validate(cmd: &ValidateCommand) -> Result<()> {
         baseline: true,
         ..cmd.emulation.clone()
     };
-    run("baseline", &base, &cmd.bench)?;
+    // NVMeVirt's data path: the controller itself copies each request into GPU memory.
+    let base_args = BenchArgs {
+        gpu_data: GpuData::Direct,
+        ..cmd.bench.clone()
+    };
+    run("baseline", &base, &base_args)?;
     run("swarmio", &cmd.emulation, &cmd.bench)?;
     let no_coalesce = Emulation {
         no_coalesce: true,
