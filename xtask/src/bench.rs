@@ -50,7 +50,8 @@ impl BenchSystem {
 pub const SYSTEMS: &[BenchSystem] = &[
     BenchSystem {
         name: "gpu-nvme",
-        package: "gpu-nvme",
+        // The benchmark is gpu-nvme's; its program lives in swarmio, which reaches both controllers.
+        package: "swarmio",
         bin: "nvme-bench",
         // The file controller on its default namespace file, created (256 MiB) by the run itself.
         args: &["--json", "--create-mib", "256"],

@@ -6,8 +6,10 @@
 //! - [`timing_model`]: the global timing model with aggregated or per-request updates (§IV-D).
 //! - [`presets`]: timing presets of real SSDs from their datasheets.
 //! - [`store`]: RAM (sparse) or file blocks behind a volatile write cache.
+//! - [`bench`]: the emulator as the controller of gpu-nvme's block benchmark.
 //! - [`faults`]: media errors, latency spikes; controller reset is [`emulator::SwarmIo::reset`].
 
+pub mod bench;
 pub mod emulator;
 pub mod faults;
 pub mod presets;

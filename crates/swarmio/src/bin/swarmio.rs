@@ -6,17 +6,13 @@
 //! - `swarmio validate ...`: the paper's sweeps, as JSON lines and an SVG plot.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use common::bench::{BenchRecord, render_table};
-use gpu_nvme::bench::{self, BenchArgs, BenchError, GpuData};
-use gpu_nvme::controller::Controller;
-use gpu_nvme::cuda::Gpu;
-use swarmio::presets::{self, Preset};
-use swarmio::timing_model::{IoDirection, Targets, TimingConfig, UpdateMode};
-use swarmio::{Backing, SwarmConfig, SwarmIo};
+use gpu_nvme::bench::{self, BenchArgs, GpuData};
+use swarmio::bench::{Emulation, run_one};
+use swarmio::presets;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -36,65 +32,6 @@ enum Command {
     Bench(BenchCommand),
     /// Run the paper's validation sweeps; write JSON lines and an SVG plot.
     Validate(ValidateCommand),
-}
-
-/// The emulated SSD.
-#[derive(Debug, Clone, Args)]
-struct Emulation {
-    /// Start from a preset (`swarmio presets`); the flags below override it.
-    #[arg(long)]
-    preset: Option<String>,
-    /// Target read IOPS (e.g. 2000000); overrides the preset.
-    #[arg(long, conflicts_with = "target_miops")]
-    target_iops: Option<f64>,
-    /// Target read IOPS in millions.
-    #[arg(long)]
-    target_miops: Option<f64>,
-    /// Target read latency at low load, in microseconds.
-    #[arg(long)]
-    latency_us: Option<f64>,
-    /// Target write IOPS in millions (default: the read target).
-    #[arg(long)]
-    write_miops: Option<f64>,
-    /// Target write latency in microseconds (default: the read latency).
-    #[arg(long)]
-    write_latency_us: Option<f64>,
-    /// Scheduling instances of the timing model.
-    #[arg(long)]
-    instances: Option<u32>,
-    /// Namespace size in MiB (RAM, sparse).
-    #[arg(long, default_value_t = 1024)]
-    capacity_mib: u64,
-    /// A file or block device as the namespace instead of RAM.
-    #[arg(long)]
-    file: Option<PathBuf>,
-    /// Back the RAM namespace with transparent huge pages (faster random reads; a sparse write
-    /// may make a whole 2 MiB region resident).
-    #[arg(long, conflicts_with = "file")]
-    huge_pages: bool,
-    /// Fill the namespace with the check pattern first (needed by --verify on reads).
-    #[arg(long)]
-    fill: bool,
-    /// Service units (dispatchers); the workers of each are `--workers`.
-    #[arg(long, default_value_t = 2)]
-    units: usize,
-    /// NVMeVirt-like baseline: one dispatcher, per-request updates, no coalescing, one copy
-    /// into GPU memory at a time.
-    #[arg(long)]
-    baseline: bool,
-    /// Send and wait for each request's copy into GPU memory alone instead of one batch per
-    /// drained ring (ablation).
-    #[arg(long)]
-    no_batched_copies: bool,
-    /// Pin each dispatcher and worker thread to a core of its own.
-    #[arg(long)]
-    pin_threads: bool,
-    /// Turn coalesced fetching off (ablation).
-    #[arg(long)]
-    no_coalesce: bool,
-    /// Per-request timing updates instead of aggregated ones (ablation).
-    #[arg(long)]
-    per_request: bool,
 }
 
 #[derive(Debug, Args)]
@@ -154,128 +91,6 @@ fn main() -> Result<()> {
         }
         Command::Validate(cmd) => validate(&cmd),
     }
-}
-
-/// Timing targets from the preset and the flags.
-fn timing(emu: &Emulation, block_bytes: u32, lba: u32) -> Result<TimingConfig> {
-    let base: &Preset = presets::preset(emu.preset.as_deref().unwrap_or("swarmio-default"))?;
-    let mut t: Targets = base.targets(block_bytes);
-    t.lba_bytes = lba;
-    if let Some(iops) = emu.target_iops {
-        t.read_miops = iops / 1e6;
-        t.write_miops = iops / 1e6;
-    }
-    if let Some(m) = emu.target_miops {
-        t.read_miops = m;
-        t.write_miops = m;
-    }
-    if let Some(l) = emu.latency_us {
-        t.read_latency_us = l;
-        t.write_latency_us = l;
-    }
-    if let Some(m) = emu.write_miops {
-        t.write_miops = m;
-    }
-    if let Some(l) = emu.write_latency_us {
-        t.write_latency_us = l;
-    }
-    if let Some(n) = emu.instances {
-        t.num_sched_insts = n;
-    }
-    Ok(TimingConfig::from_targets(&t)?)
-}
-
-/// Runs one benchmark against a fresh emulator.
-fn run_one(emu: &Emulation, args: &BenchArgs) -> Result<BenchRecord> {
-    let timing = timing(emu, args.block_size, args.lba_size)?;
-    let capacity = emu.capacity_mib << 20;
-    let fill = emu.fill;
-    let factory = |b: &BenchArgs,
-                   gpu: Option<&Gpu>,
-                   queues: u16|
-     -> Result<Arc<dyn Controller>, BenchError> {
-        let mut c = SwarmConfig::new(capacity, b.lba_size, timing);
-        if let Some(f) = &emu.file {
-            c.backing = Backing::File(f.clone());
-        } else if emu.huge_pages {
-            c.backing = Backing::RamHugePages;
-        }
-        c.service_units = emu.units;
-        c.workers_per_unit = b.workers;
-        c.max_io_queues = queues;
-        c.gpu = gpu.cloned();
-        c.null_data = b.null;
-        if emu.no_coalesce {
-            c.max_fetch = 1;
-        }
-        if emu.per_request {
-            c.update_mode = UpdateMode::PerRequest;
-        }
-        c.batched_copies = !emu.no_batched_copies;
-        c.pin_threads = emu.pin_threads;
-        if emu.baseline {
-            c = c.baseline();
-        }
-        let ctrl = SwarmIo::new(c)?;
-        if fill {
-            let chunk = 4 << 20;
-            let mut buf = vec![0u8; chunk];
-            let mut off = 0u64;
-            while off < capacity {
-                let n = chunk.min((capacity - off) as usize);
-                bench::fill_pattern(&mut buf[..n], off);
-                ctrl.store()
-                    .write(off, &buf[..n])
-                    .map_err(|e| BenchError::Invalid(e.to_string()))?;
-                off += n as u64;
-            }
-        }
-        Ok(ctrl)
-    };
-    let (mut record, _notes) = bench::run(args, "swarmio", &factory)?;
-    let timing_desc = format!(
-        "read {:.3} MIOPS {:.1} us",
-        timing.max_iops(IoDirection::Read) / 1e6,
-        timing.params(IoDirection::Read).unloaded_latency_ps() as f64 / 1e6
-    );
-    let mode = if emu.baseline {
-        "baseline"
-    } else if emu.no_coalesce || emu.per_request || emu.no_batched_copies {
-        "ablation"
-    } else {
-        "swarmio"
-    };
-    for (k, v) in [
-        ("mode", serde_json::Value::from(mode)),
-        ("target", timing_desc.into()),
-        ("target_iops", timing.max_iops(IoDirection::Read).into()),
-        (
-            "target_latency_us",
-            (timing.params(IoDirection::Read).unloaded_latency_ps() as f64 / 1e6).into(),
-        ),
-        ("units", emu.units.into()),
-        ("coalesce", (!emu.no_coalesce && !emu.baseline).into()),
-        ("aggregated", (!emu.per_request && !emu.baseline).into()),
-        (
-            "batched_copies",
-            (!emu.no_batched_copies && !emu.baseline).into(),
-        ),
-        ("pinned", emu.pin_threads.into()),
-        (
-            "preset",
-            emu.preset
-                .clone()
-                .unwrap_or_else(|| "swarmio-default".into())
-                .into(),
-        ),
-    ] {
-        record.parameters.insert(k.into(), v);
-    }
-    let achieved = record.iops / timing.max_iops(IoDirection::Read);
-    record
-        .extra
-        .insert("fraction_of_target".into(), achieved.into());
-    Ok(record)
 }
 
 fn print_records(args: &BenchArgs, records: &[BenchRecord]) {
