@@ -2,7 +2,7 @@
 # Issue 4 follow-up: pinning, copy-wait accounting, baseline with per-request copies.
 set -uo pipefail
 sw=${BUNDLE:-gpu-bundle}/bin/swarmio
-out=${OUT:-/tmp}/sw3.jsonl; : > "$out"
+out=${OUT:-/tmp}/swarmio-$(basename "$0" .sh).jsonl; : > "$out"
 G="--initiator gpu --block-size 512 --threads 65536 --queues 256 --queue-depth 256 --duration 3"
 run() {
   local line
@@ -16,6 +16,7 @@ print(f'{r["iops"]/1e6:8.2f} MIOPS ({100*f:5.1f}%) mean {lat.get("mean", 0):8.1f
 PY
   else echo "FAILED: $*"; tail -3 /tmp/sw.err; fi
 }
+[ "${1:-}" = --functions-only ] && return 0
 nproc; nvidia-smi --query-gpu=name --format=csv,noheader
 for i in 1 2; do
 run --target-miops 40 --units 2 --workers 6

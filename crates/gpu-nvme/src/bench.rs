@@ -539,6 +539,13 @@ fn run_gpu(args: &BenchArgs, factory: ControllerFactory<'_>) -> Result<Outcome, 
             threads(stats.busy_ns),
             threads(stats.copy_wait_ns)
         ));
+        if stats.dispatch_ns > 0 || stats.cq_full > 0 {
+            notes.push(format!(
+                "dispatchers: {:.2} threads busy on average; completions that found a full CQ: {}",
+                threads(stats.dispatch_ns),
+                stats.cq_full
+            ));
+        }
     }
     if !args.null {
         let bw = h2d_bandwidth(&gpu)?;

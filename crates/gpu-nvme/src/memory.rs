@@ -13,6 +13,28 @@ use std::sync::{Arc, RwLock};
 
 use crate::cuda::{Gpu, PinnedBuffer};
 
+/// Most bytes [`prefetch`] asks for: larger transfers stream, and the hardware prefetcher
+/// follows them on its own.
+const PREFETCH_MAX_BYTES: usize = 4096;
+
+/// Asks the CPU to start loading the cache lines of `[ptr, ptr + len)` (at most the first
+/// 4 KiB). A hint only: it never faults, whatever the address, and changes no memory. Software
+/// controllers call it a few requests ahead, so that random small transfers overlap their
+/// cache misses instead of paying them one after another.
+pub fn prefetch(ptr: *const u8, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        for offset in (0..len.min(PREFETCH_MAX_BYTES)).step_by(64) {
+            // SAFETY: a prefetch is a hint that never faults, even for an address that is not
+            // mapped; `wrapping_add` computes the address without dereferencing it.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(ptr.wrapping_add(offset).cast::<i8>()) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (ptr, len);
+}
+
 /// Errors of memory allocation and address translation.
 #[derive(Debug, thiserror::Error)]
 pub enum MemoryError {

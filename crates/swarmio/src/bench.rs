@@ -63,6 +63,9 @@ pub struct Emulation {
     /// drained ring (ablation).
     #[arg(long)]
     pub no_batched_copies: bool,
+    /// Requests each worker pops ahead, with their data prefetched into the cache (0: none).
+    #[arg(long, default_value_t = 8)]
+    pub prefetch_ahead: usize,
     /// Pin each dispatcher and worker thread to a core of its own.
     #[arg(long)]
     pub pin_threads: bool,
@@ -134,6 +137,7 @@ pub fn run_one(emu: &Emulation, args: &BenchArgs) -> Result<BenchRecord, BenchEr
         }
         c.batched_copies = !emu.no_batched_copies;
         c.pin_threads = emu.pin_threads;
+        c.prefetch_ahead = emu.prefetch_ahead;
         if emu.baseline {
             c = c.baseline();
         }
@@ -182,6 +186,7 @@ pub fn run_one(emu: &Emulation, args: &BenchArgs) -> Result<BenchRecord, BenchEr
             (!emu.no_batched_copies && !emu.baseline).into(),
         ),
         ("pinned", emu.pin_threads.into()),
+        ("prefetch_ahead", emu.prefetch_ahead.into()),
         (
             "preset",
             emu.preset

@@ -269,6 +269,16 @@ impl<'a> DataPath<'a> {
         self.finish()
     }
 
+    /// Starts loading the host-memory lines of `sqe`'s `len`-byte buffer into the cache (see
+    /// [`crate::memory::prefetch`]); GPU memory and unresolvable PRPs are left alone.
+    pub fn prefetch(&self, sqe: &SubmissionEntry, len: u64) {
+        if let Ok(segments) = self.segments(sqe, len) {
+            for s in segments.iter().filter(|s| s.kind == RegionKind::Host) {
+                crate::memory::prefetch(s.addr as *const u8, s.len);
+            }
+        }
+    }
+
     /// Waits until every copy into GPU memory has landed; call before posting completions.
     pub fn finish(&mut self) -> Result<(), Status> {
         match self.gpu.as_mut() {

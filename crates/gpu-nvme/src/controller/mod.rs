@@ -160,6 +160,11 @@ pub struct StatsCounters {
     pub busy_ns: AtomicU64,
     /// Of `busy_ns`, the nanoseconds spent waiting for copies into GPU memory to land.
     pub copy_wait_ns: AtomicU64,
+    /// Nanoseconds dispatchers (controllers that separate fetching from execution) spent on
+    /// fetched batches.
+    pub dispatch_ns: AtomicU64,
+    /// Completions that found their CQ full and had to wait for the host.
+    pub cq_full: AtomicU64,
 }
 
 impl StatsCounters {
@@ -175,6 +180,8 @@ impl StatsCounters {
             batches: self.batches.load(Ordering::Relaxed),
             busy_ns: self.busy_ns.load(Ordering::Relaxed),
             copy_wait_ns: self.copy_wait_ns.load(Ordering::Relaxed),
+            dispatch_ns: self.dispatch_ns.load(Ordering::Relaxed),
+            cq_full: self.cq_full.load(Ordering::Relaxed),
         }
     }
 }
@@ -190,6 +197,8 @@ impl std::ops::AddAssign for ControllerStats {
         self.batches += o.batches;
         self.busy_ns += o.busy_ns;
         self.copy_wait_ns += o.copy_wait_ns;
+        self.dispatch_ns += o.dispatch_ns;
+        self.cq_full += o.cq_full;
     }
 }
 
@@ -214,6 +223,10 @@ pub struct ControllerStats {
     pub busy_ns: u64,
     /// Of `busy_ns`, the nanoseconds spent waiting for copies into GPU memory to land.
     pub copy_wait_ns: u64,
+    /// Nanoseconds dispatchers spent on fetched batches.
+    pub dispatch_ns: u64,
+    /// Completions that found their CQ full and had to wait for the host.
+    pub cq_full: u64,
 }
 
 /// An NVMe controller implemented in software.

@@ -82,6 +82,13 @@ impl Chunks {
         read(guard.live())
     }
 
+    /// Starts loading chunk `chunk`'s seqlock line into the cache (a hint; any index is fine).
+    pub(super) fn prefetch(&self, chunk: usize) {
+        if let Some(seqlock) = self.seqlocks.as_slice().get(chunk) {
+            gpu_nvme::memory::prefetch(std::ptr::from_ref(seqlock).cast(), 1);
+        }
+    }
+
     /// Takes chunk `chunk` exclusively, spinning (then yielding) while another writer holds it.
     pub(super) fn lock(&self, chunk: usize) -> ChunkGuard<'_> {
         let seqlock = &self.seqlocks.as_slice()[chunk];

@@ -382,6 +382,21 @@ impl Store {
         Ok(())
     }
 
+    /// Starts loading what a read or write of `len` bytes at `offset` will touch (the chunk's
+    /// seqlock and the data) into the cache. A hint: out-of-range requests are ignored.
+    pub fn prefetch(&self, offset: u64, len: usize) {
+        if self.check(offset, len as u64).is_err() {
+            return;
+        }
+        let words = self.data.words();
+        for segment in self.segments(offset, len) {
+            self.chunks.prefetch(segment.chunk);
+            if let Some(first) = words.get(segment.start / 8) {
+                gpu_nvme::memory::prefetch(std::ptr::from_ref(first).cast(), segment.len);
+            }
+        }
+    }
+
     /// Writes `data` at byte `offset` into the write cache: visible to reads at once, durable
     /// after the next [`flush`](Self::flush). Alignment and range rules as for
     /// [`read`](Self::read).
