@@ -7,12 +7,15 @@ use anyhow::{Result, bail};
 
 use crate::cargo;
 
-/// Debian packages the CPU tests use, each with one program it provides (to tell if it is there).
+/// Debian packages the CPU tests use, each with one program it provides, or an absolute path
+/// of a file it installs (to tell if it is there).
 const APT_PACKAGES: &[(&str, &str)] = &[
     ("e2fsprogs", "mkfs.ext4"),
     ("f2fs-tools", "mkfs.f2fs"),
     ("fio", "fio"),
     ("fuse3", "fusermount3"),
+    // pjdfstest (built by `cargo install` for the POSIX suites) links libacl.
+    ("libacl1-dev", "/usr/include/sys/acl.h"),
 ];
 
 /// Directories searched for the programs besides `PATH` (mkfs tools live in sbin).
@@ -79,8 +82,12 @@ fn nextest_found() -> bool {
         .is_ok_and(|output| output.status.success())
 }
 
-/// Whether `program` is an executable file on `PATH` or in an sbin directory.
+/// Whether `program` is an executable file on `PATH` or in an sbin directory (or, given as an
+/// absolute path, whether that file exists).
 fn program_exists(program: &str) -> bool {
+    if Path::new(program).is_absolute() {
+        return Path::new(program).exists();
+    }
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .chain(SBIN_DIRS.iter().map(Into::into))
