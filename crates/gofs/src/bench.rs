@@ -1,0 +1,513 @@
+//! GoFS's microbenchmarks (papers/gofs.md §4.2 and Table 1) on the host engine: 4 KiB
+//! sequential and random reads and writes on a large file, and multi-file reads and writes over
+//! N small files, once per file (open/read/close) and once through the batched API (§3.7). The
+//! same run measures the raw controller under the image with `gpu_nvme::bench` (same thread
+//! count and one command in flight, as the engine issues them), so the file system's share of
+//! the raw speed is printed next to it.
+//!
+//! Also home of [`open_image`], which the CLI uses to reach an image file.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::bench::{BenchRecord, Engine, LatencyRecorder, Machine};
+use gpu_nvme::controller::{Controller, FileBackend, FileController, FileControllerConfig};
+use gpu_nvme::device::{DeviceConfig, DeviceError, NvmeDevice};
+
+use crate::batch::BatchRequest;
+use crate::error::FsError;
+use crate::fs::{Caller, Fs, MountOptions};
+use crate::posix::{Fd, OpenFlags, Posix, PosixError};
+
+/// F2FS block size: the unit of the 4 KiB workloads.
+const BLOCK: usize = 4096;
+
+/// Errors of the benchmark and of opening an image.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// an argument is out of range
+    #[error("{0}")]
+    Invalid(String),
+    /// the controller over the image could not start
+    #[error(transparent)]
+    Controller(#[from] gpu_nvme::controller::ControllerError),
+    /// the host driver failed
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+    /// the engine failed
+    #[error(transparent)]
+    Fs(#[from] FsError),
+    /// a POSIX call failed
+    #[error(transparent)]
+    Posix(#[from] PosixError),
+    /// the raw controller benchmark failed
+    #[error(transparent)]
+    Raw(#[from] gpu_nvme::bench::BenchError),
+    /// a record could not be built
+    #[error(transparent)]
+    Record(#[from] common::bench::BenchError),
+    /// the image file could not be prepared
+    #[error("{0}: {1}")]
+    Io(String, std::io::Error),
+    /// data read back differs from what was written
+    #[error("{0} blocks read back did not hold what was written")]
+    Verify(u64),
+}
+
+/// Opens `image` (a file or block device, 4 KiB LBAs) through the file-backed controller and
+/// brings up the host driver on it.
+pub fn open_image(image: &Path, backend: FileBackend) -> Result<Arc<NvmeDevice>, BenchError> {
+    let mut config = FileControllerConfig::new(image);
+    config.lba_size = BLOCK as u32;
+    config.workers = 1;
+    config.backend = backend;
+    let ctrl: Arc<dyn Controller> = FileController::new(config)?;
+    Ok(Arc::new(NvmeDevice::open(ctrl, DeviceConfig::default())?))
+}
+
+/// Arguments of `gofs bench`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BenchArgs {
+    /// Image file to create and format (tmpfs keeps the device out of the measurement).
+    #[arg(long, default_value = "/dev/shm/gofs-bench.img")]
+    pub image: PathBuf,
+    /// Image size in MiB.
+    #[arg(long, default_value_t = 1024)]
+    pub image_mib: u64,
+    /// Size of the large file of the 4 KiB workloads, in MiB.
+    #[arg(long, default_value_t = 128)]
+    pub file_mib: u64,
+    /// 4 KiB operations of each random workload.
+    #[arg(long, default_value_t = 20_000)]
+    pub random_ops: u64,
+    /// Small files of the multi-file workloads.
+    #[arg(long, default_value_t = 10_000)]
+    pub files: usize,
+    /// Size of each small file in KiB.
+    #[arg(long, default_value_t = 16)]
+    pub file_kib: usize,
+    /// Threads of the multi-file workloads (per-file and batched alike).
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// How the controller reaches the image: mmap, psync or uring.
+    #[arg(long, default_value = "mmap")]
+    pub backend: String,
+    /// Seconds of each raw controller run.
+    #[arg(long, default_value_t = 2.0)]
+    pub raw_seconds: f64,
+    /// Skip the raw controller runs.
+    #[arg(long)]
+    pub no_raw: bool,
+    /// Keep the image file afterwards.
+    #[arg(long)]
+    pub keep_image: bool,
+    /// Emit JSON records (one a line) instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One measured workload before it becomes a record.
+struct Sample {
+    workload: &'static str,
+    ops: u64,
+    bytes: u64,
+    elapsed: Duration,
+    latency: LatencyRecorder,
+}
+
+fn timed(
+    workload: &'static str,
+    ops: u64,
+    bytes: u64,
+    mut body: impl FnMut(&mut LatencyRecorder) -> Result<(), BenchError>,
+) -> Result<Sample, BenchError> {
+    let mut latency = LatencyRecorder::new();
+    let start = Instant::now();
+    body(&mut latency)?;
+    Ok(Sample {
+        workload,
+        ops,
+        bytes,
+        elapsed: start.elapsed().max(Duration::from_nanos(1)),
+        latency,
+    })
+}
+
+/// Marks a block with its position so reads can be checked cheaply.
+fn tag(buf: &mut [u8], id: u64) {
+    buf[..8].copy_from_slice(&id.to_le_bytes());
+}
+
+fn tagged(buf: &[u8], id: u64) -> bool {
+    buf.len() >= 8 && buf[..8] == id.to_le_bytes()
+}
+
+/// A small xorshift generator: the benchmark needs speed and a fixed seed, not quality.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n.max(1)
+    }
+}
+
+/// Runs every workload on a fresh image at `args.image` and returns the records (GoFS first,
+/// then the raw controller's), with the GoFS/raw ratios in the GoFS records' `extra`.
+pub fn run(
+    args: &BenchArgs,
+    format: &dyn Fn(&Path) -> Result<(), BenchError>,
+) -> Result<Vec<BenchRecord>, BenchError> {
+    if args.file_kib == 0 || args.files == 0 || args.file_mib == 0 || args.threads == 0 {
+        return Err(BenchError::Invalid(
+            "--files, --file-kib, --file-mib and --threads must be positive".into(),
+        ));
+    }
+    let backend: FileBackend = args.backend.parse()?;
+    prepare_image(&args.image, args.image_mib)?;
+    format(&args.image)?;
+    let dev = open_image(&args.image, backend)?;
+    let fs = Arc::new(Fs::mount(
+        dev,
+        MountOptions {
+            read_only: false,
+            checkpoint_interval: None,
+        },
+    )?);
+    let posix = Posix::new(Arc::clone(&fs), Caller { uid: 0, gid: 0 });
+    let mut samples = large_file(&posix, args)?;
+    samples.extend(small_files(&posix, args)?);
+    drop(posix);
+    let fs = Arc::try_unwrap(fs)
+        .map_err(|_| BenchError::Invalid("the engine is still in use after the run".into()))?;
+    fs.unmount()?;
+    let mut records = Vec::new();
+    for s in samples {
+        records.push(
+            BenchRecord::new("gofs", s.workload, Engine::Cpu)
+                .param("image", args.image.display().to_string())
+                .param("backend", args.backend.clone())
+                .param("threads", args.threads as u64)
+                .param("files", args.files as u64)
+                .param("file_kib", args.file_kib as u64)
+                .param("file_mib", args.file_mib)
+                .ops(s.ops)
+                .bytes(s.bytes)
+                .duration(s.elapsed)
+                .latency(&s.latency)
+                .machine(Machine::detect())
+                .finish()?,
+        );
+    }
+    if !args.no_raw {
+        let raw = raw_records(args, backend)?;
+        for (workload, raw_workload) in [
+            ("randread-4k", "randread-4096b"),
+            ("seqread-4k", "seqread-4096b"),
+        ] {
+            let raw_iops = raw
+                .iter()
+                .find(|r| r.workload == raw_workload)
+                .map(|r| r.iops);
+            if let (Some(rec), Some(raw_iops)) = (
+                records.iter_mut().find(|r| r.workload == workload),
+                raw_iops,
+            ) {
+                rec.extra.insert("raw_iops".into(), raw_iops.into());
+                rec.extra
+                    .insert("ratio_to_raw".into(), (rec.iops / raw_iops).into());
+            }
+        }
+        records.extend(raw);
+    }
+    if !args.keep_image {
+        std::fs::remove_file(&args.image)
+            .map_err(|e| BenchError::Io(args.image.display().to_string(), e))?;
+    }
+    Ok(records)
+}
+
+/// Creates (or resizes) the image file to `mib` MiB of zeroes.
+fn prepare_image(path: &Path, mib: u64) -> Result<(), BenchError> {
+    let io = |e| BenchError::Io(path.display().to_string(), e);
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .open(path)
+        .map_err(io)?;
+    f.set_len(mib << 20).map_err(io)
+}
+
+/// Sequential 4 KiB writes and reads over one large file, then random 4 KiB reads and writes.
+fn large_file(posix: &Posix, args: &BenchArgs) -> Result<Vec<Sample>, BenchError> {
+    let blocks = (args.file_mib << 20) / BLOCK as u64;
+    let bytes = blocks * BLOCK as u64;
+    let fd = posix.open(
+        "/large",
+        OpenFlags {
+            read: true,
+            ..OpenFlags::CREATE_TRUNC
+        },
+        0o644,
+    )?;
+    let mut buf = vec![0u8; BLOCK];
+    let mut out = Vec::new();
+    out.push(timed("seqwrite-4k", blocks, bytes, |lat| {
+        for b in 0..blocks {
+            tag(&mut buf, b);
+            let t = Instant::now();
+            posix.pwrite(fd, &buf, b * BLOCK as u64)?;
+            lat.record(t.elapsed());
+        }
+        Ok(())
+    })?);
+    posix.fsync(fd)?;
+    let mut bad = 0u64;
+    out.push(timed("seqread-4k", blocks, bytes, |lat| {
+        for b in 0..blocks {
+            let t = Instant::now();
+            posix.pread(fd, &mut buf, b * BLOCK as u64)?;
+            lat.record(t.elapsed());
+            bad += u64::from(!tagged(&buf, b));
+        }
+        Ok(())
+    })?);
+    let n = args.random_ops;
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    out.push(timed("randread-4k", n, n * BLOCK as u64, |lat| {
+        for _ in 0..n {
+            let b = rng.below(blocks);
+            let t = Instant::now();
+            posix.pread(fd, &mut buf, b * BLOCK as u64)?;
+            lat.record(t.elapsed());
+            bad += u64::from(!tagged(&buf, b));
+        }
+        Ok(())
+    })?);
+    out.push(timed("randwrite-4k", n, n * BLOCK as u64, |lat| {
+        for _ in 0..n {
+            let b = rng.below(blocks);
+            tag(&mut buf, b);
+            let t = Instant::now();
+            posix.pwrite(fd, &buf, b * BLOCK as u64)?;
+            lat.record(t.elapsed());
+        }
+        Ok(())
+    })?);
+    posix.close(fd)?;
+    if bad > 0 {
+        return Err(BenchError::Verify(bad));
+    }
+    Ok(out)
+}
+
+/// Splits `0..n` into `parts` contiguous ranges.
+fn shares(n: usize, parts: usize) -> Vec<std::ops::Range<usize>> {
+    let per = n.div_ceil(parts.max(1)).max(1);
+    (0..n).step_by(per).map(|s| s..(s + per).min(n)).collect()
+}
+
+/// Runs `work` on each share of `0..n` on its own thread, merging the latency recorders.
+fn parallel(
+    n: usize,
+    threads: usize,
+    lat: &mut LatencyRecorder,
+    work: impl Fn(std::ops::Range<usize>, &mut LatencyRecorder) -> Result<(), BenchError> + Sync,
+) -> Result<(), BenchError> {
+    let work = &work;
+    let results: Vec<Result<LatencyRecorder, BenchError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = shares(n, threads)
+            .into_iter()
+            .map(|range| {
+                s.spawn(move || {
+                    let mut l = LatencyRecorder::new();
+                    work(range, &mut l).map(|()| l)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(BenchError::Invalid("a bench thread panicked".into())))
+            })
+            .collect()
+    });
+    for r in results {
+        lat.merge(&r?)?;
+    }
+    Ok(())
+}
+
+fn small_path(i: usize) -> String {
+    format!("/small/f{i:06}")
+}
+
+/// Multi-file writes and reads: per file (open/write or read/close) and batched.
+fn small_files(posix: &Posix, args: &BenchArgs) -> Result<Vec<Sample>, BenchError> {
+    let n = args.files;
+    let size = args.file_kib * 1024;
+    let bytes = (n * size) as u64;
+    posix.mkdir("/small", 0o755)?;
+    let fill = |buf: &mut [u8], i: usize| {
+        for (b, chunk) in buf.chunks_mut(BLOCK).enumerate() {
+            if chunk.len() >= 8 {
+                tag(chunk, (i * size / BLOCK + b) as u64);
+            }
+        }
+    };
+    let check = |buf: &[u8], i: usize| {
+        buf.chunks(BLOCK)
+            .enumerate()
+            .filter(|(b, c)| c.len() >= 8 && !tagged(c, (i * size / BLOCK + b) as u64))
+            .count() as u64
+    };
+    let mut out = Vec::new();
+    out.push(timed("multifile-write-perfile", n as u64, bytes, |lat| {
+        parallel(n, args.threads, lat, |range, lat| {
+            let mut buf = vec![0u8; size];
+            for i in range {
+                fill(&mut buf, i);
+                let t = Instant::now();
+                let fd = posix.open(&small_path(i), OpenFlags::CREATE_TRUNC, 0o644)?;
+                posix.write(fd, &buf)?;
+                posix.close(fd)?;
+                lat.record(t.elapsed());
+            }
+            Ok(())
+        })
+    })?);
+    let bad = std::sync::atomic::AtomicU64::new(0);
+    out.push(timed("multifile-read-perfile", n as u64, bytes, |lat| {
+        parallel(n, args.threads, lat, |range, lat| {
+            let mut buf = vec![0u8; size];
+            for i in range {
+                let t = Instant::now();
+                let fd: Fd = posix.open(&small_path(i), OpenFlags::READ, 0)?;
+                let got = posix.read(fd, &mut buf)?;
+                posix.close(fd)?;
+                lat.record(t.elapsed());
+                if got != size {
+                    return Err(BenchError::Invalid(format!(
+                        "short read of {}",
+                        small_path(i)
+                    )));
+                }
+                bad.fetch_add(check(&buf, i), std::sync::atomic::Ordering::Relaxed);
+            }
+            Ok(())
+        })
+    })?);
+    let mut data = vec![0u8; n * size];
+    out.push(timed("multifile-read-batch", n as u64, bytes, |lat| {
+        let t = Instant::now();
+        let bnode = posix.batch_open("/small")?;
+        let reqs = bnode.whole_files();
+        let got = posix.batch_read(&bnode, &reqs, &mut data, args.threads)?;
+        posix.batch_close(bnode)?;
+        lat.record(t.elapsed());
+        if got.iter().any(|&g| g != size) {
+            return Err(BenchError::Invalid("a batched read came back short".into()));
+        }
+        Ok(())
+    })?);
+    // readdir order need not be name order: check each file's data by its name.
+    let bnode = posix.batch_open("/small")?;
+    for (k, f) in bnode.files.iter().enumerate() {
+        let i: usize = std::str::from_utf8(&f.name[1..])
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| BenchError::Invalid("unexpected file in /small".into()))?;
+        bad.fetch_add(
+            check(&data[k * size..(k + 1) * size], i),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+    out.push(timed("multifile-write-batch", n as u64, bytes, |lat| {
+        let t = Instant::now();
+        let mut bnode = posix.batch_open("/small")?;
+        let reqs: Vec<BatchRequest> = bnode.whole_files();
+        posix.batch_write(&mut bnode, &reqs, &data, args.threads)?;
+        posix.batch_close(bnode)?;
+        lat.record(t.elapsed());
+        Ok(())
+    })?);
+    posix.batch_close(bnode)?;
+    let bad = bad.into_inner();
+    if bad > 0 {
+        return Err(BenchError::Verify(bad));
+    }
+    Ok(out)
+}
+
+/// The raw controller's 4 KiB random and sequential reads at the engine's parallelism.
+fn raw_records(args: &BenchArgs, backend: FileBackend) -> Result<Vec<BenchRecord>, BenchError> {
+    let mut out = Vec::new();
+    for pattern in [
+        gpu_nvme::bench::Pattern::Rand,
+        gpu_nvme::bench::Pattern::Seq,
+    ] {
+        let raw = gpu_nvme::bench::BenchArgs {
+            initiator: gpu_nvme::bench::Initiator::Cpu,
+            threads: 1,
+            block_size: BLOCK as u32,
+            lba_size: BLOCK as u32,
+            queues: 1,
+            queue_depth: 64,
+            inflight: 1,
+            pattern,
+            op: gpu_nvme::bench::Op::Read,
+            null: false,
+            verify: false,
+            duration: args.raw_seconds,
+            workers: 1,
+            gpu_data: gpu_nvme::bench::GpuData::Auto,
+            load_kind: 0,
+            block_threads: 128,
+            defines: Vec::new(),
+            json: args.json,
+        };
+        let image = args.image.clone();
+        let factory = move |b: &gpu_nvme::bench::BenchArgs,
+                            _gpu: Option<&gpu_nvme::cuda::Gpu>,
+                            queues: u16|
+              -> Result<Arc<dyn Controller>, gpu_nvme::bench::BenchError> {
+            let mut config = FileControllerConfig::new(&image);
+            config.lba_size = b.lba_size;
+            config.workers = b.workers;
+            config.backend = backend;
+            config.max_io_queues = queues;
+            Ok(FileController::new(config)?)
+        };
+        let (mut record, _notes) = gpu_nvme::bench::run(&raw, "gpu-nvme", &factory)?;
+        record
+            .parameters
+            .insert("image".into(), args.image.display().to_string().into());
+        out.push(record);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shares_cover_the_range_without_overlap() {
+        assert_eq!(shares(10, 3), vec![0..4, 4..8, 8..10]);
+        assert_eq!(shares(2, 4), vec![0..1, 1..2]);
+        assert_eq!(shares(0, 2), Vec::<std::ops::Range<usize>>::new());
+    }
+
+    #[test]
+    fn tags_identify_their_block() {
+        let mut b = vec![0u8; BLOCK];
+        tag(&mut b, 42);
+        assert!(tagged(&b, 42));
+        assert!(!tagged(&b, 43));
+    }
+}

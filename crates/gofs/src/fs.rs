@@ -1,0 +1,555 @@
+//! The GoFS host engine (papers/gofs.md §3): a POSIX file system on F2FS's on-disk format,
+//! reached only through NVMe queues.
+
+mod checkpoint;
+mod dcache;
+mod dir;
+mod engine;
+mod file;
+mod gc;
+mod nat;
+mod ops;
+mod range_locks;
+mod segment;
+
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use gpu_nvme::device::NvmeDevice;
+
+use crate::error::{FsError, Result};
+use crate::format::{BlockIo, NvmeBlocks};
+use engine::Engine;
+
+/// Inode number: the F2FS node id of the inode.
+pub type Ino = u32;
+/// The root directory's inode number, as mkfs.f2fs writes it.
+pub const ROOT_INO: Ino = 3;
+
+/// File types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileType {
+    /// regular file
+    Regular,
+    /// directory
+    Directory,
+    /// symbolic link
+    Symlink,
+    /// character device
+    CharDevice,
+    /// block device
+    BlockDevice,
+    /// named pipe
+    Fifo,
+    /// unix socket
+    Socket,
+}
+
+/// A timestamp.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timespec {
+    /// seconds since the epoch
+    pub sec: i64,
+    /// nanoseconds
+    pub nsec: u32,
+}
+
+/// Attributes of an inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    /// inode number
+    pub ino: Ino,
+    /// file type
+    pub kind: FileType,
+    /// permission bits incl. suid/sgid/sticky
+    pub mode: u16,
+    /// link count
+    pub nlink: u32,
+    /// owner
+    pub uid: u32,
+    /// group
+    pub gid: u32,
+    /// size in bytes
+    pub size: u64,
+    /// allocated 512-byte units, like st_blocks
+    pub blocks: u64,
+    /// device number of device files
+    pub rdev: u32,
+    /// access time
+    pub atime: Timespec,
+    /// modification time
+    pub mtime: Timespec,
+    /// change time
+    pub ctime: Timespec,
+}
+
+/// Attributes to change; `None` leaves one as it is.
+#[derive(Debug, Clone, Default)]
+pub struct SetAttr {
+    /// permission bits
+    pub mode: Option<u16>,
+    /// owner
+    pub uid: Option<u32>,
+    /// group
+    pub gid: Option<u32>,
+    /// new size (truncate or extend)
+    pub size: Option<u64>,
+    /// access time
+    pub atime: Option<Timespec>,
+    /// modification time
+    pub mtime: Option<Timespec>,
+    /// change time
+    pub ctime: Option<Timespec>,
+}
+
+/// One directory entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry {
+    /// the name
+    pub name: Vec<u8>,
+    /// its inode
+    pub ino: Ino,
+    /// its type
+    pub kind: FileType,
+}
+
+/// File-system statistics.
+#[derive(Debug, Clone, Copy)]
+pub struct StatFs {
+    /// block size in bytes
+    pub block_size: u32,
+    /// blocks of the main area
+    pub blocks: u64,
+    /// free blocks
+    pub blocks_free: u64,
+    /// inodes (node ids)
+    pub files: u64,
+    /// free node ids
+    pub files_free: u64,
+    /// longest name
+    pub name_max: u32,
+}
+
+/// Mount settings.
+#[derive(Debug, Clone)]
+pub struct MountOptions {
+    /// refuse every change
+    pub read_only: bool,
+    /// periodic checkpoint; `None` = only on sync/unmount
+    pub checkpoint_interval: Option<Duration>,
+}
+
+impl Default for MountOptions {
+    fn default() -> Self {
+        Self {
+            read_only: false,
+            checkpoint_interval: Some(Duration::from_secs(30)),
+        }
+    }
+}
+
+/// Who is asking (for new-inode ownership).
+#[derive(Debug, Clone, Copy)]
+pub struct Caller {
+    /// user id
+    pub uid: u32,
+    /// group id
+    pub gid: u32,
+}
+
+/// SIT blocks a volume uses (mkfs zeroes them).
+pub(crate) fn sit_block_count(sb: &crate::format::superblock::Superblock) -> u32 {
+    engine::sit_blocks(sb)
+}
+
+/// Writes the root directory and the first checkpoint of a fresh volume (mkfs).
+pub(crate) fn format_root(
+    io: Arc<dyn BlockIo>,
+    sb: crate::format::superblock::Superblock,
+    cp: crate::format::checkpoint::Checkpoint,
+) -> Result<()> {
+    let mut e = Engine::fresh(io, sb, cp)?;
+    e.make_root()?;
+    // Both packs valid, as mkfs.f2fs leaves them (fsck complains about an invalid one).
+    e.checkpoint(true)?;
+    e.checkpoint(true)
+}
+
+/// State shared with the background checkpoint thread.
+#[derive(Debug)]
+struct Shared {
+    engine: Mutex<Engine>,
+    ranges: range_locks::InodeRanges,
+    dcache: dcache::Dcache,
+    stop: Mutex<bool>,
+    wake: Condvar,
+}
+
+/// A mounted GoFS file system. All methods take `&self` (internal locking). Dropping it
+/// without [`Fs::unmount`] loses what changed since the last checkpoint, as a crash would.
+#[derive(Debug)]
+pub struct Fs {
+    shared: Arc<Shared>,
+    flusher: Option<JoinHandle<()>>,
+}
+
+impl Fs {
+    /// Mounts the F2FS image on `dev`.
+    pub fn mount(dev: Arc<NvmeDevice>, opts: MountOptions) -> Result<Fs> {
+        Self::mount_io(Arc::new(NvmeBlocks::new(dev)?), opts)
+    }
+
+    /// Mounts the F2FS image on any block store (an in-memory image for tests and fuzzing).
+    pub fn mount_io(io: Arc<dyn BlockIo>, opts: MountOptions) -> Result<Fs> {
+        let mut e = Engine::load(io, opts.read_only)?;
+        e.recover_orphans()?;
+        let shared = Arc::new(Shared {
+            engine: Mutex::new(e),
+            ranges: range_locks::InodeRanges::default(),
+            dcache: dcache::Dcache::default(),
+            stop: Mutex::new(false),
+            wake: Condvar::new(),
+        });
+        let flusher = match opts.checkpoint_interval {
+            Some(every) if !opts.read_only => {
+                let s = Arc::clone(&shared);
+                Some(
+                    std::thread::Builder::new()
+                        .name("gofs-checkpoint".into())
+                        .spawn(move || periodic_checkpoint(&s, every))
+                        .map_err(|e| FsError::InvalidArgument(format!("checkpoint thread: {e}")))?,
+                )
+            }
+            _ => None,
+        };
+        Ok(Fs { shared, flusher })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Engine> {
+        self.shared.engine.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn stop_flusher(&mut self) {
+        *self.shared.stop.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.shared.wake.notify_all();
+        if let Some(h) = self.flusher.take() {
+            let _ = h.join();
+        }
+    }
+
+    /// Final checkpoint (CP_UMOUNT) and Flush.
+    pub fn unmount(mut self) -> Result<()> {
+        self.stop_flusher();
+        let mut e = self.lock();
+        e.checkpoint(false)
+    }
+
+    /// Checkpoint and Flush.
+    pub fn sync(&self) -> Result<()> {
+        self.lock().checkpoint(false)
+    }
+
+    /// File-system statistics.
+    pub fn statfs(&self) -> Result<StatFs> {
+        self.lock().statfs()
+    }
+
+    /// Attributes of `ino`.
+    pub fn getattr(&self, ino: Ino) -> Result<Stat> {
+        self.lock().stat(ino)
+    }
+
+    /// Changes attributes; `size` truncates or extends (holding the range lock from the new
+    /// size to the end).
+    pub fn setattr(&self, ino: Ino, attr: &SetAttr) -> Result<Stat> {
+        let Some(size) = attr.size else {
+            return self.lock().setattr(ino, attr);
+        };
+        let lock = self.shared.ranges.of(ino)?;
+        let (o, n) = range_locks::clamp(size.min(self.lock().stat(ino)?.size), u64::MAX);
+        let _range = lock
+            .acquire(o, n)
+            .map_err(|e| FsError::InvalidArgument(e.to_string()))?;
+        self.lock().setattr(ino, attr)
+    }
+
+    /// Looks `name` up in `parent` (dentry cache first).
+    pub fn lookup(&self, parent: Ino, name: &[u8]) -> Result<Stat> {
+        let mut e = self.lock();
+        let dc = &self.shared.dcache;
+        if let Some(ino) = dc.get(parent, name)
+            && let Ok(st) = e.stat(ino)
+        {
+            return Ok(st);
+        }
+        let st = e.lookup(parent, name)?;
+        if name != b"." && name != b".." {
+            dc.insert(parent, name, st.ino);
+        }
+        Ok(st)
+    }
+
+    /// Resolves an absolute path ("/a/b/c") from the root: the full-path table first, then
+    /// component by component through the dentry cache.
+    pub fn lookup_path(&self, path: &[u8]) -> Result<Stat> {
+        if let Some(ino) = self.shared.dcache.get_path(path)
+            && let Ok(st) = self.lock().stat(ino)
+        {
+            return Ok(st);
+        }
+        let mut st = self.getattr(ROOT_INO)?;
+        for comp in path.split(|&c| c == b'/').filter(|c| !c.is_empty()) {
+            if st.kind != FileType::Directory {
+                return Err(FsError::NotDir);
+            }
+            st = self.lookup(st.ino, comp)?;
+        }
+        // Inserted under the engine lock, as every removal is, so no stale path survives.
+        let _e = self.lock();
+        self.shared.dcache.insert_path(path, st.ino);
+        Ok(st)
+    }
+
+    /// Entries of `dir` without "." and "..".
+    pub fn readdir(&self, dir: Ino) -> Result<Vec<DirEntry>> {
+        self.lock().readdir(dir)
+    }
+
+    /// Creates a regular file, fifo, socket or device file.
+    pub fn create(
+        &self,
+        parent: Ino,
+        name: &[u8],
+        kind: FileType,
+        mode: u16,
+        rdev: u32,
+        who: Caller,
+    ) -> Result<Stat> {
+        if matches!(kind, FileType::Directory | FileType::Symlink) {
+            return Err(FsError::InvalidArgument(format!("create of a {kind:?}")));
+        }
+        self.make(parent, name, kind, mode, rdev, who, &[])
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn make(
+        &self,
+        parent: Ino,
+        name: &[u8],
+        kind: FileType,
+        mode: u16,
+        rdev: u32,
+        who: Caller,
+        data: &[u8],
+    ) -> Result<Stat> {
+        let mut e = self.lock();
+        let st = e.make(parent, name, kind, mode, rdev, who, data)?;
+        self.shared.dcache.insert(parent, name, st.ino);
+        Ok(st)
+    }
+
+    /// Creates a directory.
+    pub fn mkdir(&self, parent: Ino, name: &[u8], mode: u16, who: Caller) -> Result<Stat> {
+        self.make(parent, name, FileType::Directory, mode, 0, who, &[])
+    }
+
+    /// Creates a symbolic link to `target`.
+    pub fn symlink(&self, parent: Ino, name: &[u8], target: &[u8], who: Caller) -> Result<Stat> {
+        if target.is_empty() || target.len() >= crate::format::BLOCK_SIZE {
+            return Err(FsError::NameTooLong);
+        }
+        self.make(parent, name, FileType::Symlink, 0o777, 0, who, target)
+    }
+
+    /// Target of a symbolic link.
+    pub fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
+        self.lock().readlink(ino)
+    }
+
+    /// Adds a hard link to `ino`.
+    pub fn link(&self, ino: Ino, new_parent: Ino, new_name: &[u8]) -> Result<Stat> {
+        let mut e = self.lock();
+        let st = e.link(ino, new_parent, new_name)?;
+        self.shared.dcache.insert(new_parent, new_name, ino);
+        Ok(st)
+    }
+
+    /// Removes a non-directory name.
+    pub fn unlink(&self, parent: Ino, name: &[u8]) -> Result<()> {
+        let mut e = self.lock();
+        self.shared.dcache.remove(parent, name);
+        e.remove(parent, name, false)
+    }
+
+    /// Removes an empty directory.
+    pub fn rmdir(&self, parent: Ino, name: &[u8]) -> Result<()> {
+        let mut e = self.lock();
+        self.shared.dcache.remove(parent, name);
+        e.remove(parent, name, true)
+    }
+
+    /// Renames, replacing a compatible target.
+    pub fn rename(&self, parent: Ino, name: &[u8], new_parent: Ino, new_name: &[u8]) -> Result<()> {
+        let mut e = self.lock();
+        self.shared.dcache.remove(parent, name);
+        self.shared.dcache.remove(new_parent, new_name);
+        e.rename(parent, name, new_parent, new_name)
+    }
+
+    /// Reads from `offset`; short at end of file. Holds the inode's range lock; the block
+    /// addresses are resolved under the engine lock and the data read without it.
+    pub fn read(&self, ino: Ino, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let lock = self.shared.ranges.of(ino)?;
+        let (o, n) = range_locks::clamp(offset, buf.len() as u64);
+        let _range = lock
+            .acquire(o, n)
+            .map_err(|e| FsError::InvalidArgument(e.to_string()))?;
+        // Declared before the engine guard so the gate guard may outlive it.
+        let gate: Arc<RwLock<()>>;
+        let (plan, io, _gate) = {
+            let mut e = self.lock();
+            gate = Arc::clone(&e.read_gate);
+            if e.is_dir(ino)? {
+                return Err(FsError::IsDir);
+            }
+            let plan = e.plan_read(ino, offset, buf)?;
+            // Taken while the engine lock is held: segments are freed only by a checkpoint,
+            // which holds the engine lock while it waits for the gate, so this never blocks,
+            // and no segment holding these addresses is reused until the gate is dropped.
+            let g = gate.read().unwrap_or_else(|e| e.into_inner());
+            (plan, Arc::clone(&e.io), g)
+        };
+        plan.run(io.as_ref(), buf)
+    }
+
+    /// Writes `data` at `offset`, holding the inode's range lock.
+    pub fn write(&self, ino: Ino, offset: u64, data: &[u8]) -> Result<usize> {
+        let lock = self.shared.ranges.of(ino)?;
+        let (o, n) = range_locks::clamp(offset, data.len() as u64);
+        let _range = lock
+            .acquire(o, n)
+            .map_err(|e| FsError::InvalidArgument(e.to_string()))?;
+        self.lock().write(ino, offset, data)
+    }
+
+    /// Makes this file durable (a checkpoint).
+    pub fn fsync(&self, ino: Ino) -> Result<()> {
+        let mut e = self.lock();
+        e.inode(ino)?;
+        e.checkpoint(false)
+    }
+
+    /// Marks `ino` open (unlinked open files stay until released).
+    pub fn open_inode(&self, ino: Ino) -> Result<()> {
+        let mut e = self.lock();
+        e.inode(ino)?;
+        *e.open.entry(ino).or_insert(0) += 1;
+        Ok(())
+    }
+
+    /// Drops one open reference of `ino`; an unlinked inode goes away with its last one.
+    pub fn release_inode(&self, ino: Ino) -> Result<()> {
+        self.lock().release(ino)
+    }
+}
+
+/// What [`Fs::walk`] visited.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WalkStats {
+    /// directories read
+    pub dirs: u64,
+    /// files and symlinks read
+    pub files: u64,
+    /// bytes read
+    pub bytes: u64,
+    /// entries that failed (corrupt inodes or data: EIO for that entry only)
+    pub errors: u64,
+}
+
+impl Fs {
+    /// Reads every directory, file and symlink reachable from the root, visiting at most
+    /// `limit` entries: an online consistency check, and the fuzzer's driver. Errors of single
+    /// entries are counted, not returned.
+    pub fn walk(&self, limit: u64) -> WalkStats {
+        let mut st = WalkStats::default();
+        let mut stack = vec![ROOT_INO];
+        let mut seen = std::collections::HashSet::new();
+        let mut buf = vec![0u8; 1 << 16];
+        while let Some(dir) = stack.pop() {
+            if !seen.insert(dir) {
+                continue;
+            }
+            st.dirs += 1;
+            let Ok(entries) = self.readdir(dir) else {
+                st.errors += 1;
+                continue;
+            };
+            for e in entries {
+                if st.dirs + st.files >= limit {
+                    return st;
+                }
+                match self.lookup(dir, &e.name) {
+                    Ok(s) if s.kind == FileType::Directory => stack.push(s.ino),
+                    Ok(s) if s.kind == FileType::Symlink => {
+                        st.files += 1;
+                        match self.readlink(s.ino) {
+                            Ok(t) => st.bytes += t.len() as u64,
+                            Err(_) => st.errors += 1,
+                        }
+                    }
+                    Ok(s) => {
+                        st.files += 1;
+                        let mut off = 0;
+                        while off < s.size.min(64 << 20) {
+                            match self.read(s.ino, off, &mut buf) {
+                                Ok(0) => break,
+                                Ok(n) => {
+                                    st.bytes += n as u64;
+                                    off += n as u64;
+                                }
+                                Err(_) => {
+                                    st.errors += 1;
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                    Err(_) => st.errors += 1,
+                }
+            }
+        }
+        st
+    }
+
+    /// The block a node (inode, direct or indirect node) lives at now, from the NAT: for
+    /// tools and tests that inspect or damage images.
+    pub fn node_address(&self, nid: Ino) -> Result<u32> {
+        let e = self.lock();
+        e.nat.get(nid).map(|x| x.block_addr)
+    }
+}
+
+impl Drop for Fs {
+    fn drop(&mut self) {
+        self.stop_flusher();
+    }
+}
+
+fn periodic_checkpoint(s: &Shared, every: Duration) {
+    let mut stop = s.stop.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let (guard, _) = s
+            .wake
+            .wait_timeout(stop, every)
+            .unwrap_or_else(|e| e.into_inner());
+        stop = guard;
+        if *stop {
+            return;
+        }
+        let mut e = s.engine.lock().unwrap_or_else(|e| e.into_inner());
+        if let Err(err) = e.checkpoint(false) {
+            tracing::warn!("periodic checkpoint failed: {err}");
+        }
+    }
+}
