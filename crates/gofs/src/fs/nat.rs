@@ -3,11 +3,38 @@
 //! next checkpoint.
 
 use std::collections::{BTreeSet, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::error::{FsError, Result};
 use crate::format::NEW_ADDR;
 use crate::format::node::Node;
 use crate::format::segment::{NAT_ENTRIES_PER_BLOCK, NatEntry};
+
+/// Hash of a node id for the node cache, which every read looks up several times: one
+/// multiply (Fibonacci hashing) instead of SipHash. Node ids are small integers of a local
+/// image, so the flooding resistance of SipHash buys nothing here.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NidHasher(u64);
+
+impl Hasher for NidHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
 
 /// The NAT, the node cache and the dirty-node set.
 #[derive(Debug)]
@@ -17,7 +44,7 @@ pub struct Nat {
     /// NAT blocks changed since the last checkpoint
     pub dirty_blocks: BTreeSet<u32>,
     /// cached node blocks (clean and dirty)
-    pub cache: HashMap<u32, Node>,
+    pub cache: HashMap<u32, Node, BuildHasherDefault<NidHasher>>,
     /// nodes changed since the last checkpoint
     pub dirty_nodes: BTreeSet<u32>,
     /// where the free-nid scan resumes
@@ -32,7 +59,7 @@ impl Nat {
         Self {
             entries,
             dirty_blocks: BTreeSet::new(),
-            cache: HashMap::new(),
+            cache: HashMap::default(),
             dirty_nodes: BTreeSet::new(),
             next_free: first_nid,
             first_nid,
@@ -129,6 +156,14 @@ impl Nat {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::hash::BuildHasher;
+
+    #[test]
+    fn nid_hash_spreads_consecutive_ids_over_distinct_low_bits() {
+        let b = BuildHasherDefault::<NidHasher>::default();
+        let low: BTreeSet<u64> = (3..3 + 4096u32).map(|n| b.hash_one(n) & 4095).collect();
+        assert_eq!(low.len(), 4096);
+    }
 
     #[test]
     fn alloc_skips_used_ids_and_free_bumps_the_version() {
