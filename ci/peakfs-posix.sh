@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# POSIX conformance of the PeakFS FUSE mount: a master + 2 servers (ci/peakfs-cluster.sh, on
+# localhost), `peakfs mount`, fio --verify jobs (any failure is fatal) and pjdfstest (failures
+# counted; more than the recorded baseline is fatal); then SIGTERM unmount and teardown.
+# Needs root, /dev/fuse, fio and pjdfstest.
+#
+#   ci/peakfs-posix.sh
+#   PJDFSTEST_PATTERNS="chmod open" ci/peakfs-posix.sh
+#
+# The baseline (most pjdfstest failures accepted) and the reason of each failure category are
+# in bench/results/peakfs-pjdfstest.md; lower PEAKFS_PJDFSTEST_MAX_FAILED when the client
+# improves.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+if [[ "${1:-}" != --inner ]]; then
+  PJDFSTEST=${PJDFSTEST:-$(command -v pjdfstest || echo "$ROOT/.cache/cargo-bin/bin/pjdfstest")}
+  for tool in fio "$PJDFSTEST"; do
+    command -v "$tool" >/dev/null || { echo "peakfs-posix: $tool is missing" >&2; exit 2; }
+  done
+  [[ -e /dev/fuse && $(id -u) == 0 ]] || { echo "peakfs-posix: needs root and /dev/fuse" >&2; exit 2; }
+  export PJDFSTEST
+  exec "$ROOT/ci/peakfs-cluster.sh" --servers 2 -- "$0" --inner
+fi
+
+# Inner part: runs inside the cluster (PEAKFS, PEAKFS_MASTER set by peakfs-cluster.sh).
+MAX_FAILED=${PEAKFS_PJDFSTEST_MAX_FAILED:-39}
+WORK=$(mktemp -d /dev/shm/peakfs-posix.XXXXXX)
+chmod 755 "$WORK" # pjdfstest switches to unprivileged users, who must reach the mount
+MNT=$WORK/mnt
+MOUNT_PID=
+cleanup() {
+  local rc=$?
+  if [[ -n "$MOUNT_PID" ]] && kill -0 "$MOUNT_PID" 2>/dev/null; then
+    kill -TERM "$MOUNT_PID" 2>/dev/null || true
+    for _ in $(seq 100); do kill -0 "$MOUNT_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$MOUNT_PID" 2>/dev/null || true
+  fi
+  if mountpoint -q "$MNT" 2>/dev/null; then fusermount3 -u -z "$MNT" || umount -l "$MNT" || true; fi
+  rm -rf "$WORK"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+mkdir "$MNT"
+"$PEAKFS" --master "$PEAKFS_MASTER" --timeout-ms 5000 mount "$MNT" >"$WORK/mount.out" 2>"$WORK/mount.log" &
+MOUNT_PID=$!
+for _ in $(seq 200); do mountpoint -q "$MNT" && break; sleep 0.05; done
+mountpoint -q "$MNT" || { cat "$WORK/mount.log"; echo "peakfs-posix: no mount" >&2; exit 1; }
+
+echo "== fio --verify"
+fio_job() {
+  # fio writes *.state files into its cwd: run it in the work dir.
+  (cd "$WORK" && timeout 300 fio --output-format=terse --name="$1" --directory="$MNT" \
+    --filename="fio-$1" --size=32M --bs=4k --ioengine=psync --verify=crc32c --verify_fatal=1 \
+    --do_verify=1 "${@:2}" >"$WORK/fio-$1.log") \
+    || { cat "$WORK/fio-$1.log"; echo "peakfs-posix: fio job $1 failed" >&2; exit 1; }
+  echo "fio $1: ok"
+}
+fio_job randwrite --rw=randwrite
+fio_job seqwrite --rw=write --bs=64k
+fio_job randrw --rw=randrw --verify=md5 --size=16M
+fio_job n1-47008 --rw=write --bs=47008 --size=16M
+rm -f "$MNT"/fio-*
+
+echo "== pjdfstest"
+cat >"$WORK/pjdfstest.toml" <<'EOF'
+[features]
+utimensat = {}
+utime_now = {}
+rename_ctime = {}
+[settings]
+naptime = 0.01
+allow_remount = false
+[dummy_auth]
+entries = [["nobody", "nogroup"], ["daemon", "daemon"]]
+EOF
+mkdir "$MNT/pjd"
+# shellcheck disable=SC2086 # patterns are words
+NO_COLOR=1 timeout 600 "$PJDFSTEST" -c "$WORK/pjdfstest.toml" -p "$MNT/pjd" \
+  ${PJDFSTEST_PATTERNS:-} >"$WORK/pjdfstest.log" 2>&1 || true
+cp "$WORK/pjdfstest.log" "${PEAKFS_PJDFSTEST_LOG:-/dev/null}" 2>/dev/null || true
+grep -E "FAILED" "$WORK/pjdfstest.log" | awk '{print "  " $1}' || true
+SUMMARY=$(grep -E "^Summary" "$WORK/pjdfstest.log" || true)
+[[ -n "$SUMMARY" ]] || { tail -40 "$WORK/pjdfstest.log"; echo "peakfs-posix: pjdfstest did not finish" >&2; exit 1; }
+echo "$SUMMARY"
+FAILED=$(sed -E 's/^Summary: ([0-9]+) failed.*/\1/' <<<"$SUMMARY")
+if ((FAILED > MAX_FAILED)); then
+  echo "peakfs-posix: $FAILED pjdfstest failures, more than the baseline $MAX_FAILED" >&2
+  exit 1
+fi
+
+echo "== unmount (SIGTERM)"
+kill -TERM "$MOUNT_PID"
+timeout 20 tail --pid="$MOUNT_PID" -f /dev/null || { echo "peakfs-posix: mount did not exit" >&2; exit 1; }
+wait "$MOUNT_PID" || true
+MOUNT_PID=
+if mountpoint -q "$MNT"; then echo "peakfs-posix: still mounted" >&2; exit 1; fi
+echo "peakfs-posix: ok (pjdfstest: $FAILED failed, baseline $MAX_FAILED)"

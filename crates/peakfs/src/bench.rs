@@ -1,0 +1,528 @@
+//! `peakfs bench` (PeakFS §IV): mdtest- and IOR-style workloads run by many client
+//! processes, with the RPC echo ceiling measured by the same processes in the same run.
+//!
+//! The driver spawns `procs` worker processes (the `peakfs` binary itself, `bench-worker`
+//! subcommand). Each worker connects its own [`Client`] and then runs one phase per line it
+//! reads on stdin, answering with one JSON line ([`PhaseResult`]). Every phase starts in all
+//! workers at once (the driver writes the phase to every worker before reading any result);
+//! a phase's throughput is the sum of operations over the span from the earliest start to the
+//! latest end.
+//!
+//! Phases:
+//! - `echo-sync` / `echo-pipelined`: ECHO requests (64 B) round-robin over the servers, one in
+//!   flight or [`BenchConfig::echo_window`] in flight per process: the RPC ceilings;
+//! - `mdtest-{create,stat,remove}-{empty,3901}-{private,bigdir}`: `files` files per process,
+//!   empty or 3,901 bytes, in a per-process regular directory or in one shared bigdir;
+//! - `ior-nn-{write,read}`: one file per process (file-based distribution), 256 KiB
+//!   transfers; each process reads the file another process wrote;
+//! - `ior-n1-{write,read}`: one shared file (I/O-based distribution), 47,008-byte transfers,
+//!   process `r` owns transfers `k·N + r`; reads again read another process's transfers.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use common::bench::{BenchRecord, Engine};
+use serde::{Deserialize, Serialize};
+
+use crate::client::{Client, ClientError, ClientOptions};
+use crate::placement::{DataDist, Hint};
+
+/// Bytes of an mdtest "small file".
+pub const SMALL_FILE: usize = 3901;
+/// IOR N-N transfer size.
+pub const NN_XFER: usize = 256 << 10;
+/// IOR N-1 transfer size.
+pub const N1_XFER: usize = 47_008;
+/// ECHO payload bytes.
+const ECHO_BYTES: usize = 64;
+
+/// Errors of the benchmark.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchFailure {
+    /// a client operation failed
+    #[error("client: {0}")]
+    Client(#[from] ClientError),
+    /// spawning or talking to a worker failed
+    #[error("worker I/O: {0}")]
+    Io(#[from] std::io::Error),
+    /// a worker reported an error or sent garbage
+    #[error("worker {rank}: {msg}")]
+    Worker {
+        /// Its rank.
+        rank: usize,
+        /// What went wrong.
+        msg: String,
+    },
+    /// a record could not be built
+    #[error("record: {0}")]
+    Record(#[from] common::bench::BenchError),
+}
+
+/// Parameters shared by the driver and its workers.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BenchConfig {
+    /// Master address.
+    pub master: String,
+    /// Worker processes.
+    pub procs: usize,
+    /// mdtest files per process.
+    pub files: usize,
+    /// ECHO requests per process per echo phase.
+    pub echo_ops: u64,
+    /// ECHO requests in flight per process in `echo-pipelined`.
+    pub echo_window: usize,
+    /// IOR bytes per process.
+    pub ior_bytes: u64,
+    /// Directory of the run (absolute).
+    pub root: String,
+    /// Command prefixes that start the workers, separated by ';' (worker `r` uses prefix
+    /// `r mod count`), e.g. `ip netns exec pfs-c0;ip netns exec pfs-c1` to put the client
+    /// processes on different (namespace) hosts; empty: plain child processes.
+    #[serde(default)]
+    pub spawn_prefix: String,
+}
+
+/// What one worker measured in one phase.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PhaseResult {
+    /// Operations done.
+    pub ops: u64,
+    /// Bytes moved.
+    pub bytes: u64,
+    /// Start, ns since the epoch.
+    pub start_ns: u128,
+    /// End, ns since the epoch.
+    pub end_ns: u128,
+    /// An error instead of a result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+fn epoch_ns() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos())
+}
+
+/// The phases of a full run, in order.
+pub fn phases() -> Vec<String> {
+    let mut p = vec!["echo-sync".to_string(), "echo-pipelined".to_string()];
+    for place in ["private", "bigdir"] {
+        for size in ["empty", "3901"] {
+            for op in ["create", "stat", "remove"] {
+                p.push(format!("mdtest-{op}-{size}-{place}"));
+            }
+        }
+    }
+    for p2 in ["ior-nn-write", "ior-nn-read", "ior-n1-write", "ior-n1-read"] {
+        p.push(p2.to_string());
+    }
+    p
+}
+
+/// One worker process: its client and rank.
+#[derive(Debug)]
+pub struct Worker {
+    cfg: BenchConfig,
+    rank: usize,
+    client: Client,
+}
+
+impl Worker {
+    /// Connects worker `rank` and creates its private directory.
+    pub fn new(cfg: BenchConfig, rank: usize) -> Result<Self, BenchFailure> {
+        let opts = ClientOptions {
+            // 10× the N-N transfer size (§IV-B "read-ahead ... 10 times transfer size").
+            read_ahead: 10 * NN_XFER,
+            ..ClientOptions::default()
+        };
+        let mut client = Client::connect(&cfg.master, opts)?;
+        let private = Hint {
+            data: DataDist::Block,
+            bigdir: false,
+        };
+        client.mkdir(&format!("{}/p{rank}", cfg.root), 0o755, Some(private))?;
+        Ok(Self { cfg, rank, client })
+    }
+
+    fn file_path(cfg: &BenchConfig, rank: usize, place: &str, i: usize) -> String {
+        match place {
+            "private" => format!("{}/p{rank}/f{i}", cfg.root),
+            _ => format!("{}/big/r{rank}.f{i}", cfg.root),
+        }
+    }
+
+    /// Runs phase `name`; returns (ops, bytes).
+    pub fn run(&mut self, name: &str) -> Result<(u64, u64), BenchFailure> {
+        let c = &mut self.client;
+        let n = self.cfg.procs;
+        let r = self.rank;
+        let parts: Vec<&str> = name.split('-').collect();
+        match parts.as_slice() {
+            ["echo", mode] => {
+                let window = if *mode == "sync" {
+                    1
+                } else {
+                    self.cfg.echo_window
+                };
+                let servers = c.layout().servers();
+                let payload = [0x5au8; ECHO_BYTES];
+                // Bursts of `4 × window` per server, round-robin, so all servers are loaded.
+                let burst = (4 * window) as u64;
+                let mut done = 0;
+                let mut s = r as u32 % servers;
+                while done < self.cfg.echo_ops {
+                    let k = burst.min(self.cfg.echo_ops - done);
+                    c.echo(s, &payload, k, window)?;
+                    done += k;
+                    s = (s + 1) % servers;
+                }
+                Ok((done, done * ECHO_BYTES as u64))
+            }
+            ["mdtest", op, size, place] => {
+                let data = vec![0xa5u8; if *size == "3901" { SMALL_FILE } else { 0 }];
+                let files = self.cfg.files;
+                let mut bytes = 0u64;
+                for i in 0..files {
+                    let path = Self::file_path(&self.cfg, r, place, i);
+                    match *op {
+                        "create" => {
+                            let fd = c.open(
+                                &path,
+                                libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY,
+                                0o644,
+                            )?;
+                            if !data.is_empty() {
+                                c.write(fd, &data)?;
+                                bytes += data.len() as u64;
+                            }
+                            c.close(fd)?;
+                        }
+                        "stat" => {
+                            let a = c.stat(&path)?;
+                            if a.size != data.len() as u64 {
+                                return Err(BenchFailure::Worker {
+                                    rank: r,
+                                    msg: format!("{path}: size {} not {}", a.size, data.len()),
+                                });
+                            }
+                        }
+                        _ => c.unlink(&path)?,
+                    }
+                }
+                Ok((files as u64, bytes))
+            }
+            ["ior", "nn", rw] => {
+                let xfers = self.cfg.ior_bytes / NN_XFER as u64;
+                let buf = vec![(r as u8).wrapping_add(1); NN_XFER];
+                if *rw == "write" {
+                    let fd = c.create(&format!("{}/nn/f{r}", self.cfg.root), 0o644)?;
+                    for k in 0..xfers {
+                        c.pwrite(fd, &buf, k * NN_XFER as u64)?;
+                    }
+                    c.close(fd)?;
+                } else {
+                    let peer = (r + 1) % n;
+                    let fd = c.open(&format!("{}/nn/f{peer}", self.cfg.root), libc::O_RDONLY, 0)?;
+                    for k in 0..xfers {
+                        let d = c.pread(fd, NN_XFER, k * NN_XFER as u64)?;
+                        if d.len() != NN_XFER || d[0] != (peer as u8).wrapping_add(1) {
+                            return Err(BenchFailure::Worker {
+                                rank: r,
+                                msg: format!("N-N read of transfer {k} returned wrong data"),
+                            });
+                        }
+                    }
+                    c.close(fd)?;
+                }
+                Ok((xfers, xfers * NN_XFER as u64))
+            }
+            ["ior", "n1", rw] => {
+                let xfers = self.cfg.ior_bytes / N1_XFER as u64;
+                let path = format!("{}/n1/shared", self.cfg.root);
+                let (who, flags) = if *rw == "write" {
+                    (r, libc::O_CREAT | libc::O_WRONLY)
+                } else {
+                    ((r + 1) % n, libc::O_RDONLY)
+                };
+                let fd = c.open(&path, flags, 0o644)?;
+                let buf = vec![(who as u8).wrapping_add(1); N1_XFER];
+                for k in 0..xfers {
+                    let off = (k * n as u64 + who as u64) * N1_XFER as u64;
+                    if *rw == "write" {
+                        c.pwrite(fd, &buf, off)?;
+                    } else {
+                        let d = c.pread(fd, N1_XFER, off)?;
+                        if d != buf {
+                            return Err(BenchFailure::Worker {
+                                rank: r,
+                                msg: format!("N-1 read at {off} returned wrong data"),
+                            });
+                        }
+                    }
+                }
+                c.close(fd)?;
+                Ok((xfers, xfers * N1_XFER as u64))
+            }
+            _ => Err(BenchFailure::Worker {
+                rank: r,
+                msg: format!("unknown phase {name:?}"),
+            }),
+        }
+    }
+
+    /// Serves phases read from `input` (one name per line) until it ends, writing one
+    /// [`PhaseResult`] JSON line per phase to `output`.
+    pub fn serve(&mut self, input: impl BufRead, mut output: impl Write) -> std::io::Result<()> {
+        writeln!(output, "ready")?;
+        output.flush()?;
+        for line in input.lines() {
+            let line = line?;
+            let start_ns = epoch_ns();
+            let r = self.run(line.trim());
+            let end_ns = epoch_ns();
+            let res = match r {
+                Ok((ops, bytes)) => PhaseResult {
+                    ops,
+                    bytes,
+                    start_ns,
+                    end_ns,
+                    error: None,
+                },
+                Err(e) => PhaseResult {
+                    ops: 0,
+                    bytes: 0,
+                    start_ns,
+                    end_ns,
+                    error: Some(e.to_string()),
+                },
+            };
+            writeln!(
+                output,
+                "{}",
+                serde_json::to_string(&res).unwrap_or_default()
+            )?;
+            output.flush()?;
+        }
+        Ok(())
+    }
+}
+
+struct Proc {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Proc {
+    fn line(&mut self, rank: usize) -> Result<String, BenchFailure> {
+        let mut s = String::new();
+        if self.stdout.read_line(&mut s)? == 0 {
+            return Err(BenchFailure::Worker {
+                rank,
+                msg: "exited".into(),
+            });
+        }
+        Ok(s)
+    }
+}
+
+/// Aggregated result of one phase over all workers.
+#[derive(Debug, Clone, Copy)]
+pub struct Phase {
+    /// Operations.
+    pub ops: u64,
+    /// Bytes.
+    pub bytes: u64,
+    /// Earliest start to latest end.
+    pub duration: Duration,
+}
+
+impl Phase {
+    /// Operations per second.
+    pub fn rate(&self) -> f64 {
+        self.ops as f64 / self.duration.as_secs_f64().max(1e-9)
+    }
+}
+
+/// Runs the whole benchmark with `cfg.procs` worker processes started as `exe bench-worker`;
+/// returns one record per phase (`phases` filters by substring; empty: all).
+pub fn drive(
+    cfg: &BenchConfig,
+    exe: &std::path::Path,
+    only: &[String],
+) -> Result<Vec<BenchRecord>, BenchFailure> {
+    let mut setup = Client::connect(&cfg.master, ClientOptions::default())?;
+    setup.mkdir(&cfg.root, 0o755, Some(Hint::default()))?;
+    setup.mkdir(
+        &format!("{}/big", cfg.root),
+        0o755,
+        Some(Hint {
+            data: DataDist::Block,
+            bigdir: true,
+        }),
+    )?;
+    setup.mkdir(
+        &format!("{}/nn", cfg.root),
+        0o755,
+        Some(Hint {
+            data: DataDist::File,
+            bigdir: false,
+        }),
+    )?;
+    setup.mkdir(
+        &format!("{}/n1", cfg.root),
+        0o755,
+        Some(Hint {
+            data: DataDist::Io,
+            bigdir: false,
+        }),
+    )?;
+    let cfg_json = serde_json::to_string(cfg).unwrap_or_default();
+    let mut procs = Vec::new();
+    for rank in 0..cfg.procs {
+        let prefixes: Vec<Vec<&str>> = cfg
+            .spawn_prefix
+            .split(';')
+            .map(|p| p.split_whitespace().collect::<Vec<_>>())
+            .filter(|p| !p.is_empty())
+            .collect();
+        let mut argv: Vec<&str> = match prefixes.get(rank % prefixes.len().max(1)) {
+            Some(p) => p.clone(),
+            None => Vec::new(),
+        };
+        let exe_str = exe.to_str().ok_or_else(|| BenchFailure::Worker {
+            rank,
+            msg: format!("binary path {} is not UTF-8", exe.display()),
+        })?;
+        let rank_str = rank.to_string();
+        argv.extend([
+            exe_str,
+            "bench-worker",
+            "--rank",
+            &rank_str,
+            "--config",
+            &cfg_json,
+        ]);
+        let mut child = Command::new(argv[0])
+            .args(&argv[1..])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()?;
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            return Err(BenchFailure::Worker {
+                rank,
+                msg: "no pipes".into(),
+            });
+        };
+        procs.push(Proc {
+            child,
+            stdin,
+            stdout: BufReader::new(stdout),
+        });
+    }
+    for (rank, p) in procs.iter_mut().enumerate() {
+        let l = p.line(rank)?;
+        if l.trim() != "ready" {
+            return Err(BenchFailure::Worker {
+                rank,
+                msg: format!("not ready: {l:?}"),
+            });
+        }
+    }
+    let mut results: Vec<(String, Phase)> = Vec::new();
+    for name in phases() {
+        if !only.is_empty()
+            && !only.iter().any(|o| name.contains(o.as_str()))
+            && !name.starts_with("echo")
+        {
+            continue;
+        }
+        let t = Instant::now();
+        for p in &mut procs {
+            writeln!(p.stdin, "{name}")?;
+            p.stdin.flush()?;
+        }
+        let mut ops = 0;
+        let mut bytes = 0;
+        let (mut start, mut end) = (u128::MAX, 0u128);
+        for (rank, p) in procs.iter_mut().enumerate() {
+            let l = p.line(rank)?;
+            let r: PhaseResult = serde_json::from_str(&l).map_err(|e| BenchFailure::Worker {
+                rank,
+                msg: format!("bad result {l:?}: {e}"),
+            })?;
+            if let Some(msg) = r.error {
+                return Err(BenchFailure::Worker {
+                    rank,
+                    msg: format!("{name}: {msg}"),
+                });
+            }
+            ops += r.ops;
+            bytes += r.bytes;
+            start = start.min(r.start_ns);
+            end = end.max(r.end_ns);
+        }
+        let span = Duration::from_nanos(end.saturating_sub(start).min(u128::from(u64::MAX)) as u64);
+        tracing::info!(phase = %name, ops, wall = ?t.elapsed(), "phase done");
+        results.push((
+            name,
+            Phase {
+                ops,
+                bytes,
+                duration: span,
+            },
+        ));
+    }
+    drop(procs);
+    let ceiling = |n: &str| results.iter().find(|(p, _)| p == n).map(|(_, r)| r.rate());
+    let (sync, piped) = (ceiling("echo-sync"), ceiling("echo-pipelined"));
+    let mut records = Vec::new();
+    for (name, r) in &results {
+        let mut b = BenchRecord::new("peakfs", name.clone(), Engine::Cpu)
+            .ops(r.ops)
+            .bytes(r.bytes)
+            .duration(r.duration)
+            .param("procs", cfg.procs as u64)
+            .param("servers", u64::from(setup.layout().servers()))
+            .param("workers_per_server", u64::from(setup.layout().workers()));
+        if name.starts_with("mdtest") {
+            b = b.param("files_per_proc", cfg.files as u64);
+        } else if name.starts_with("ior") {
+            b = b.param("bytes_per_proc", cfg.ior_bytes);
+            b = b.param(
+                "transfer",
+                if name.contains("nn") {
+                    NN_XFER as u64
+                } else {
+                    N1_XFER as u64
+                },
+            );
+        } else {
+            b = b.param(
+                "window",
+                if name == "echo-sync" {
+                    1
+                } else {
+                    cfg.echo_window as u64
+                },
+            );
+        }
+        if let Some(c) = piped {
+            b = b.extra("fraction_of_echo_pipelined", r.rate() / c);
+        }
+        if let Some(c) = sync {
+            b = b.extra("fraction_of_echo_sync", r.rate() / c);
+        }
+        records.push(b.finish()?);
+    }
+    Ok(records)
+}

@@ -1,0 +1,319 @@
+//! `peakfs`: the PeakFS client tools (§III-A): `mount` (FUSE), `bench` (§IV), and small
+//! commands over the client library (`ls`, `stat`, `put`, `get`, `mkdir`, `rm`, `rmdir`,
+//! `mv`, `echo`, `df`).
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+use peakfs::bench::{BenchConfig, Worker};
+use peakfs::client::{Client, ClientOptions};
+use peakfs::placement::Hint;
+
+/// PeakFS client tools.
+#[derive(Debug, Parser)]
+struct Args {
+    /// Master address (host:port).
+    #[arg(long, global = true, default_value = "127.0.0.1:7300")]
+    master: String,
+    /// RPC timeout in milliseconds.
+    #[arg(long, global = true, default_value_t = 10_000)]
+    timeout_ms: u64,
+    /// Hint of new files and directories, e.g. "bigdir,file" (env PEAKFS_DIST).
+    #[arg(long, global = true)]
+    dist: Option<String>,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Mount the file system with FUSE until SIGINT/SIGTERM or an external unmount.
+    Mount {
+        /// Mount point.
+        mountpoint: PathBuf,
+        /// FUSE threads.
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
+    },
+    /// mdtest/IOR-style benchmark with many client processes and the RPC echo ceiling.
+    Bench {
+        /// Client processes.
+        #[arg(long, default_value_t = 4)]
+        procs: usize,
+        /// mdtest files per process.
+        #[arg(long, default_value_t = 2000)]
+        files: usize,
+        /// ECHO requests per process per echo phase.
+        #[arg(long, default_value_t = 40_000)]
+        echo_ops: u64,
+        /// ECHO requests in flight per process (pipelined ceiling).
+        #[arg(long, default_value_t = 16)]
+        echo_window: usize,
+        /// IOR MiB per process.
+        #[arg(long, default_value_t = 16)]
+        ior_mib: u64,
+        /// Run only phases whose name contains one of these (echo phases always run).
+        #[arg(long)]
+        only: Vec<String>,
+        /// Directory of the run (default: /bench-PID).
+        #[arg(long)]
+        root: Option<String>,
+        /// Print JSON lines (common BenchRecord) instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Worker command prefixes separated by ';' (worker r uses prefix r mod count),
+        /// e.g. "ip netns exec pfs-c0;ip netns exec pfs-c1".
+        #[arg(long, default_value = "")]
+        spawn_prefix: String,
+    },
+    /// One worker process of `bench` (internal).
+    #[command(hide = true)]
+    BenchWorker {
+        #[arg(long)]
+        rank: usize,
+        #[arg(long)]
+        config: String,
+    },
+    /// List a directory.
+    Ls { path: String },
+    /// Attributes of a path.
+    Stat {
+        path: String,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Copy a local file (or stdin with "-") into PeakFS.
+    Put { local: PathBuf, path: String },
+    /// Copy a PeakFS file to a local file (or stdout with "-").
+    Get { path: String, local: PathBuf },
+    /// Create a directory.
+    Mkdir { path: String },
+    /// Remove a file.
+    Rm { path: String },
+    /// Remove an empty directory.
+    Rmdir { path: String },
+    /// Rename.
+    Mv { from: String, to: String },
+    /// Capacity and usage.
+    Df,
+    /// Round-trip ECHO requests to every server.
+    Echo {
+        /// Requests per server.
+        #[arg(long, default_value_t = 1000)]
+        count: u64,
+        /// In flight.
+        #[arg(long, default_value_t = 1)]
+        window: usize,
+    },
+}
+
+fn client(a: &Args) -> Result<Client> {
+    let dist = a.dist.clone().or_else(|| std::env::var("PEAKFS_DIST").ok());
+    let hint = match &dist {
+        Some(d) => Some(Hint::parse(d).with_context(|| format!("bad --dist {d:?}"))?),
+        None => None,
+    };
+    let opts = ClientOptions {
+        timeout: Duration::from_millis(a.timeout_ms),
+        hint,
+        ..ClientOptions::default()
+    };
+    Client::connect(&a.master, opts).with_context(|| format!("connecting to {}", a.master))
+}
+
+fn mount(c: Client, mountpoint: &std::path::Path, threads: usize) -> Result<()> {
+    // Signals go to a flag before any thread starts, so none is lost.
+    let mut signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+    ])
+    .context("installing signal handlers")?;
+    let session = peakfs::fuse::spawn_mount(c, mountpoint, threads)
+        .with_context(|| format!("FUSE mount at {}", mountpoint.display()))?;
+    tracing::info!("mounted at {}", mountpoint.display());
+    println!("peakfs mounted at {}", mountpoint.display());
+    let mut by_signal = false;
+    loop {
+        if signals.pending().next().is_some() {
+            by_signal = true;
+            break;
+        }
+        if session.guard.is_finished() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if by_signal {
+        tracing::info!("signal received: unmounting {}", mountpoint.display());
+        session.umount_and_join().context("FUSE unmount")?;
+    } else {
+        session.join().context("FUSE session")?;
+    }
+    tracing::info!("unmounted {}", mountpoint.display());
+    Ok(())
+}
+
+fn main() -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
+    let a = Args::parse();
+    match &a.cmd {
+        Cmd::Mount {
+            mountpoint,
+            threads,
+        } => mount(client(&a)?, mountpoint, *threads),
+        Cmd::Bench {
+            procs,
+            files,
+            echo_ops,
+            echo_window,
+            ior_mib,
+            only,
+            root,
+            json,
+            spawn_prefix,
+        } => {
+            if *procs == 0 {
+                bail!("--procs must be at least 1");
+            }
+            let cfg = BenchConfig {
+                master: a.master.clone(),
+                procs: *procs,
+                files: *files,
+                echo_ops: *echo_ops,
+                echo_window: *echo_window,
+                ior_bytes: ior_mib << 20,
+                root: root
+                    .clone()
+                    .unwrap_or_else(|| format!("/bench-{}", std::process::id())),
+                spawn_prefix: spawn_prefix.clone(),
+            };
+            let exe = std::env::current_exe().context("locating the peakfs binary")?;
+            let records = peakfs::bench::drive(&cfg, &exe, only)?;
+            if *json {
+                for r in &records {
+                    println!("{}", r.to_json_line());
+                }
+            } else {
+                print!("{}", common::bench::render_table(&records));
+                println!(
+                    "{:<34} {:>12} {:>12}",
+                    "workload", "/echo-sync", "/echo-pipe"
+                );
+                for r in &records {
+                    let f = |k: &str| r.extra.get(k).and_then(|v| v.as_f64()).unwrap_or(f64::NAN);
+                    println!(
+                        "{:<34} {:>12.3} {:>12.3}",
+                        r.workload,
+                        f("fraction_of_echo_sync"),
+                        f("fraction_of_echo_pipelined")
+                    );
+                }
+            }
+            Ok(())
+        }
+        Cmd::BenchWorker { rank, config } => {
+            let cfg: BenchConfig = serde_json::from_str(config).context("worker config")?;
+            let mut w = Worker::new(cfg, *rank)?;
+            w.serve(std::io::stdin().lock(), std::io::stdout().lock())?;
+            Ok(())
+        }
+        Cmd::Ls { path } => {
+            let mut c = client(&a)?;
+            let mut entries = c.readdir(path)?;
+            entries.sort_by(|x, y| x.name.cmp(&y.name));
+            for e in entries {
+                let kind = if e.mode & libc::S_IFMT == libc::S_IFDIR {
+                    'd'
+                } else {
+                    '-'
+                };
+                println!("{kind} {:>20} {}", e.ino, String::from_utf8_lossy(&e.name));
+            }
+            Ok(())
+        }
+        Cmd::Stat { path, json } => {
+            let s = client(&a)?.stat(path)?;
+            if *json {
+                println!(
+                    "{}",
+                    serde_json::json!({"ino": s.ino, "mode": s.mode, "uid": s.uid, "gid": s.gid,
+                        "nlink": s.nlink, "size": s.size, "mtime_ns": s.mtime_ns,
+                        "hint": s.hint.to_byte()})
+                );
+            } else {
+                println!("{s:?}");
+            }
+            Ok(())
+        }
+        Cmd::Put { local, path } => {
+            let mut c = client(&a)?;
+            let mut input: Box<dyn Read> = if local.as_os_str() == "-" {
+                Box::new(std::io::stdin().lock())
+            } else {
+                Box::new(std::fs::File::open(local).with_context(|| local.display().to_string())?)
+            };
+            let fd = c.create(path, 0o644)?;
+            let mut buf = vec![0u8; 1 << 20];
+            loop {
+                let n = input.read(&mut buf)?;
+                if n == 0 {
+                    break;
+                }
+                c.write(fd, &buf[..n])?;
+            }
+            c.fsync(fd)?;
+            c.close(fd)?;
+            Ok(())
+        }
+        Cmd::Get { path, local } => {
+            let mut c = client(&a)?;
+            let mut out: Box<dyn Write> = if local.as_os_str() == "-" {
+                Box::new(std::io::stdout().lock())
+            } else {
+                Box::new(std::fs::File::create(local).with_context(|| local.display().to_string())?)
+            };
+            let fd = c.open(path, libc::O_RDONLY, 0)?;
+            loop {
+                let d = c.read(fd, 1 << 20)?;
+                if d.is_empty() {
+                    break;
+                }
+                out.write_all(&d)?;
+            }
+            c.close(fd)?;
+            Ok(())
+        }
+        Cmd::Mkdir { path } => Ok(client(&a)?.mkdir(path, 0o755, None).map(|_| ())?),
+        Cmd::Rm { path } => Ok(client(&a)?.unlink(path)?),
+        Cmd::Rmdir { path } => Ok(client(&a)?.rmdir(path)?),
+        Cmd::Mv { from, to } => Ok(client(&a)?.rename(from, to)?),
+        Cmd::Df => {
+            let s = client(&a)?.statfs()?;
+            println!(
+                "bytes {} used {} inodes {} used {}",
+                s.bytes_total, s.bytes_used, s.inodes_total, s.inodes_used
+            );
+            Ok(())
+        }
+        Cmd::Echo { count, window } => {
+            let mut c = client(&a)?;
+            for s in 0..c.layout().servers() {
+                let t = Instant::now();
+                c.echo(s, &[0u8; 64], *count, *window)?;
+                let dt = t.elapsed();
+                println!(
+                    "server {s}: {count} echoes in {dt:?} ({:.0}/s, window {window})",
+                    *count as f64 / dt.as_secs_f64()
+                );
+            }
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,387 @@
+//! The client's pRPC connections (PeakFS §III-B, §III-D): one fabric connection per server,
+//! requests routed by λ, many requests in flight per connection (the write pipeline and
+//! batched metadata requests), replies matched by request id.
+//!
+//! Every reply wait is bounded by the RPC timeout: a dead or unreachable server turns into
+//! [`ClientError::Unreachable`] after it, never a hang. A connection that failed is dropped
+//! with all its in-flight requests (pending writes fail their file) and reconnected on the
+//! next request to that server.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use fabric::{
+    Connection, Opcode, RpcClient, TcpConnection, TcpTransport, Transport, TransportError,
+};
+
+use crate::placement::Layout;
+use crate::protocol::{Errno, Request};
+
+use super::ClientError;
+
+/// What a request in flight is waiting for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tag {
+    /// A caller collects the reply with [`Conns::wait`].
+    Sync,
+    /// A pipelined write of open file `fh`: its reply only decrements `unfinished_cnt`.
+    Write(u64),
+    /// Nobody looks at the reply (echo benchmark).
+    Discard,
+}
+
+/// A request in flight: the server it went to and its id there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ticket {
+    server: u32,
+    id: u64,
+}
+
+/// The write pipeline state of one open file (§III-D).
+#[derive(Debug, Default)]
+struct WriteState {
+    /// Writes sent whose replies have not arrived (`unfinished_cnt`).
+    unfinished: usize,
+    /// The first failure of a write, reported by the next fsync/close.
+    error: Option<ClientError>,
+}
+
+#[derive(Debug)]
+struct Server {
+    addr: String,
+    rpc: Option<RpcClient<TcpConnection>>,
+    pending: HashMap<u64, Tag>,
+    done: HashMap<u64, Result<Vec<u8>, ClientError>>,
+}
+
+/// Connections to every server of a cluster.
+#[derive(Debug)]
+pub struct Conns {
+    layout: Layout,
+    transport: TcpTransport,
+    servers: Vec<Server>,
+    window: usize,
+    timeout: Duration,
+    writes: HashMap<u64, WriteState>,
+}
+
+impl Conns {
+    /// Connects to every server (`addrs[i]` is server `i`).
+    pub fn connect(
+        layout: Layout,
+        addrs: Vec<String>,
+        window: usize,
+        timeout: Duration,
+    ) -> Result<Self, ClientError> {
+        let mut conns = Self {
+            layout,
+            transport: TcpTransport::default(),
+            servers: addrs
+                .into_iter()
+                .map(|addr| Server {
+                    addr,
+                    rpc: None,
+                    pending: HashMap::new(),
+                    done: HashMap::new(),
+                })
+                .collect(),
+            window: window.max(1),
+            timeout,
+            writes: HashMap::new(),
+        };
+        for s in 0..conns.servers.len() {
+            conns.rpc(s as u32)?;
+        }
+        Ok(conns)
+    }
+
+    /// The cluster layout.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// Servers connected to.
+    pub fn servers(&self) -> u32 {
+        self.servers.len() as u32
+    }
+
+    fn unreachable(&self, server: u32, source: TransportError) -> ClientError {
+        ClientError::Unreachable {
+            server,
+            addr: self.servers[server as usize].addr.clone(),
+            timed_out: matches!(source, TransportError::Timeout(_))
+                || matches!(&source, TransportError::Connect { source, .. }
+                    if source.kind() == std::io::ErrorKind::TimedOut),
+            reason: source.to_string(),
+        }
+    }
+
+    /// The live connection to `server`, (re)connecting if needed.
+    fn rpc(&mut self, server: u32) -> Result<&mut RpcClient<TcpConnection>, ClientError> {
+        let s = server as usize;
+        if self.servers[s].rpc.is_none() {
+            let conn = self
+                .transport
+                .connect(&self.servers[s].addr, self.timeout)
+                .map_err(|e| self.unreachable(server, e))?;
+            self.servers[s].rpc = Some(RpcClient::new(conn, self.window, self.timeout));
+        }
+        match self.servers[s].rpc.as_mut() {
+            Some(rpc) => Ok(rpc),
+            None => Err(ClientError::Internal("connection vanished")),
+        }
+    }
+
+    /// Drops server `server`'s connection after `err`: every request in flight there fails.
+    fn fail_server(&mut self, server: u32, err: TransportError) -> ClientError {
+        let error = self.unreachable(server, err);
+        let s = &mut self.servers[server as usize];
+        if let Some(mut rpc) = s.rpc.take() {
+            let _ = rpc.connection().close();
+        }
+        let pending: Vec<(u64, Tag)> = s.pending.drain().collect();
+        for (id, tag) in pending {
+            self.complete(server, id, tag, Err(error.clone()));
+        }
+        error
+    }
+
+    fn complete(&mut self, server: u32, id: u64, tag: Tag, r: Result<Vec<u8>, ClientError>) {
+        match tag {
+            Tag::Sync => {
+                self.servers[server as usize].done.insert(id, r);
+            }
+            Tag::Write(fh) => {
+                let w = self.writes.entry(fh).or_default();
+                w.unfinished = w.unfinished.saturating_sub(1);
+                if let Err(e) = r {
+                    w.error.get_or_insert(e);
+                }
+            }
+            Tag::Discard => {}
+        }
+    }
+
+    /// Waits for one reply from `server` and files it under its tag.
+    fn reap(&mut self, server: u32) -> Result<(), ClientError> {
+        let rpc = self.rpc(server)?;
+        let (id, result) = match rpc.next_reply() {
+            Ok(frame) => {
+                let id = frame.header.request_id;
+                let result = match frame.error() {
+                    Some(Ok((code, _))) => Err(ClientError::Errno(Errno::from_error_code(code))),
+                    Some(Err(e)) => Err(ClientError::Protocol(e.to_string())),
+                    None => Ok(frame.payload.to_vec()),
+                };
+                (id, result)
+            }
+            Err(e) => return Err(self.fail_server(server, e)),
+        };
+        let Some(tag) = self.servers[server as usize].pending.remove(&id) else {
+            // A reply to nothing we sent: the stream is out of sync, start over.
+            return Err(self.fail_server(
+                server,
+                TransportError::Busy {
+                    in_flight: id as usize,
+                },
+            ));
+        };
+        self.complete(server, id, tag, result);
+        Ok(())
+    }
+
+    fn submit_tagged(
+        &mut self,
+        lambda: u64,
+        req: &Request<'_>,
+        tag: Tag,
+    ) -> Result<Ticket, ClientError> {
+        let server = self.layout.route(lambda).server;
+        while self
+            .servers
+            .get(server as usize)
+            .ok_or(ClientError::Internal("route beyond the server list"))?
+            .pending
+            .len()
+            >= self.window
+        {
+            self.reap(server)?;
+        }
+        let mut head = Vec::with_capacity(64);
+        req.encode_head(lambda, &mut head);
+        let data: &[u8] = match req {
+            // Zero copy: the caller's bytes go out as their own slice (writev).
+            Request::Write { data, .. } => data,
+            _ => &[],
+        };
+        let rpc = self.rpc(server)?;
+        let sent = rpc.submit(req.opcode(), &[&head, data]);
+        let id = match sent {
+            Ok(id) => id,
+            Err(e) => return Err(self.fail_server(server, e)),
+        };
+        self.servers[server as usize].pending.insert(id, tag);
+        Ok(Ticket { server, id })
+    }
+
+    /// Sends `req` (characteristic value `lambda`) without waiting; collect with
+    /// [`Conns::wait`].
+    pub fn submit(&mut self, lambda: u64, req: &Request<'_>) -> Result<Ticket, ClientError> {
+        self.submit_tagged(lambda, req, Tag::Sync)
+    }
+
+    /// Waits for the reply of `t`; an error reply is [`ClientError::Errno`].
+    pub fn wait(&mut self, t: Ticket) -> Result<Vec<u8>, ClientError> {
+        loop {
+            if let Some(r) = self.servers[t.server as usize].done.remove(&t.id) {
+                return r;
+            }
+            if !self.servers[t.server as usize].pending.contains_key(&t.id) {
+                return Err(ClientError::Internal("waited for an unknown request"));
+            }
+            self.reap(t.server)?;
+        }
+    }
+
+    /// Sends `req` and waits for its reply.
+    pub fn call(&mut self, lambda: u64, req: &Request<'_>) -> Result<Vec<u8>, ClientError> {
+        let t = self.submit(lambda, req)?;
+        self.flush(t.server)?;
+        self.wait(t)
+    }
+
+    /// Sends every request, then waits for every reply (one round trip for independent
+    /// requests; requests to the same slice are processed in order).
+    pub fn call_many(&mut self, reqs: &[(u64, Request<'_>)]) -> Vec<Result<Vec<u8>, ClientError>> {
+        let tickets: Vec<_> = reqs.iter().map(|(l, r)| self.submit(*l, r)).collect();
+        for s in 0..self.servers() {
+            let _ = self.flush(s);
+        }
+        tickets
+            .into_iter()
+            .map(|t| t.and_then(|t| self.wait(t)))
+            .collect()
+    }
+
+    fn flush(&mut self, server: u32) -> Result<(), ClientError> {
+        if self.servers[server as usize].rpc.is_none() {
+            return Ok(());
+        }
+        let r = self.rpc(server)?.flush();
+        r.map_err(|e| self.fail_server(server, e))
+    }
+
+    /// Sends a pipelined write of open file `fh` (`unfinished_cnt += 1`) and returns once it
+    /// is sent; at most `max_unfinished` writes of the file stay unacknowledged.
+    pub fn submit_write(
+        &mut self,
+        fh: u64,
+        lambda: u64,
+        req: &Request<'_>,
+        max_unfinished: usize,
+    ) -> Result<(), ClientError> {
+        while self
+            .writes
+            .get(&fh)
+            .is_some_and(|w| w.unfinished >= max_unfinished.max(1))
+        {
+            self.reap_for(fh)?;
+        }
+        let t = self.submit_tagged(lambda, req, Tag::Write(fh))?;
+        self.writes.entry(fh).or_default().unfinished += 1;
+        self.flush(t.server)
+    }
+
+    /// Reaps one reply from a server that has a write of `fh` in flight.
+    fn reap_for(&mut self, fh: u64) -> Result<(), ClientError> {
+        let server = self
+            .servers
+            .iter()
+            .position(|s| s.pending.values().any(|t| *t == Tag::Write(fh)));
+        match server {
+            Some(s) => {
+                // A failed connection fails the write, which the caller sees below.
+                let _ = self.reap(s as u32);
+                Ok(())
+            }
+            None => {
+                // Nothing in flight: the counter is stale (connection reset); clear it.
+                if let Some(w) = self.writes.get_mut(&fh) {
+                    w.unfinished = 0;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Writes of `fh` not yet acknowledged.
+    pub fn unfinished(&self, fh: u64) -> usize {
+        self.writes.get(&fh).map_or(0, |w| w.unfinished)
+    }
+
+    /// Waits until `fh`'s `unfinished_cnt` is zero; returns (and clears) the first write error.
+    pub fn drain_writes(&mut self, fh: u64) -> Result<(), ClientError> {
+        while self.unfinished(fh) > 0 {
+            self.reap_for(fh)?;
+        }
+        match self.writes.get_mut(&fh).and_then(|w| w.error.take()) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Forgets the pipeline state of a closed file.
+    pub fn forget(&mut self, fh: u64) {
+        self.writes.remove(&fh);
+    }
+
+    /// Sends `count` echo requests of `payload` to `server`, keeping `window` in flight, and
+    /// waits for all replies (the RPC ceiling of the benchmark).
+    pub fn echo_burst(
+        &mut self,
+        server: u32,
+        payload: &[u8],
+        count: u64,
+        window: usize,
+    ) -> Result<(), ClientError> {
+        if server >= self.servers() {
+            return Err(ClientError::Internal(
+                "echo to a server that does not exist",
+            ));
+        }
+        let window = window.clamp(1, self.window);
+        for _ in 0..count {
+            while self.servers[server as usize].pending.len() >= window {
+                self.reap(server)?;
+            }
+            let rpc = self.rpc(server)?;
+            match rpc.submit(Opcode::ECHO, &[payload]) {
+                Ok(id) => {
+                    self.servers[server as usize]
+                        .pending
+                        .insert(id, Tag::Discard);
+                }
+                Err(e) => return Err(self.fail_server(server, e)),
+            }
+        }
+        while !self.servers[server as usize].pending.is_empty() {
+            self.reap(server)?;
+        }
+        Ok(())
+    }
+
+    /// Closes every connection (GOODBYE).
+    pub fn close(&mut self) {
+        for s in &mut self.servers {
+            if let Some(mut rpc) = s.rpc.take() {
+                let _ = rpc.connection().close();
+            }
+        }
+    }
+}
+
+impl Drop for Conns {
+    fn drop(&mut self) {
+        self.close();
+    }
+}

@@ -1,0 +1,1294 @@
+//! The PeakFS client library (§III-A "Client Lib", §III-C1, §III-C2, §III-D): fetches the
+//! cluster view from the master, connects to every server, routes each operation by its
+//! characteristic value λ ([`crate::placement`]), resolves paths through the client dentry
+//! cache ([`dcache`]), keeps the file map of open files, and runs the non-blocking write
+//! pipeline with commit consistency:
+//!
+//! - a write returns once its requests are sent; the file's `unfinished_cnt` counts writes
+//!   whose replies have not arrived, bounded by [`ClientOptions::max_unfinished`];
+//! - `fsync` and `close` wait until `unfinished_cnt` is zero and then *commit*: one SETATTR
+//!   raises the size to the end of the writes at the inode's home; `fsync` also makes every
+//!   slice written since the last commit durable (FSYNC). Data is visible to other clients
+//!   after `fsync` or `close` (commit consistency), not before;
+//! - a read cache with read-ahead per open file (block- and file-distributed data): a short
+//!   read fetches [`ClientOptions::read_ahead`] bytes and serves the next reads from them;
+//! - zero copy where the transport allows it: write data goes from the caller's buffer to the
+//!   socket as its own `writev` slice (fabric sends payloads ≥ 16 KiB without copying).
+//!
+//! Every request is bounded by [`ClientOptions::timeout`]: an unreachable or dead server is an
+//! error ([`ClientError::Unreachable`]), never a hang.
+//!
+//! A [`Client`] is one connection set used from one thread at a time (`&mut self`); share it
+//! behind a mutex, or open one per thread or process (as HPC client processes do).
+
+pub mod conn;
+pub mod dcache;
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::placement::{DataDist, Hint, Layout, ROOT_INO, Route, home_lambda, name_lambda};
+use crate::protocol::{
+    Attr, Errno, MAX_IO, NAME_MAX, ProtoError, Removed, Reply, Request, SetAttr, StatFs,
+    UnlinkFlags, op,
+};
+
+use conn::Conns;
+use dcache::DentryCache;
+
+/// Errors of client operations.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClientError {
+    /// the file system answered with an errno
+    #[error("{0}")]
+    Errno(Errno),
+    /// a server cannot be reached or did not answer in time
+    #[error("server {server} ({addr}) unreachable: {reason}")]
+    Unreachable {
+        /// Server index.
+        server: u32,
+        /// Its address.
+        addr: String,
+        /// The transport failure.
+        reason: String,
+        /// The failure was a timeout.
+        timed_out: bool,
+    },
+    /// the master cannot be reached or the cluster is not ready
+    #[error("master {addr}: {reason}")]
+    Master {
+        /// Master address.
+        addr: String,
+        /// What failed.
+        reason: String,
+    },
+    /// a reply could not be decoded
+    #[error("bad reply: {0}")]
+    Protocol(String),
+    /// a path is not absolute or holds an invalid component
+    #[error("invalid path {0:?}")]
+    BadPath(String),
+    /// a file descriptor that is not open
+    #[error("file descriptor {0} is not open")]
+    BadFd(u64),
+    /// an internal invariant broke
+    #[error("internal client error: {0}")]
+    Internal(&'static str),
+}
+
+impl ClientError {
+    /// The errno a POSIX caller (FUSE) gets for this error.
+    pub fn errno(&self) -> i32 {
+        match self {
+            ClientError::Errno(e) => e.0,
+            ClientError::Unreachable {
+                timed_out: true, ..
+            } => libc::ETIMEDOUT,
+            ClientError::BadPath(_) => libc::EINVAL,
+            ClientError::BadFd(_) => libc::EBADF,
+            _ => libc::EIO,
+        }
+    }
+}
+
+impl From<Errno> for ClientError {
+    fn from(e: Errno) -> Self {
+        ClientError::Errno(e)
+    }
+}
+
+impl From<ProtoError> for ClientError {
+    fn from(e: ProtoError) -> Self {
+        ClientError::Protocol(e.to_string())
+    }
+}
+
+/// Result of client operations.
+pub type Result<T, E = ClientError> = std::result::Result<T, E>;
+
+/// Settings of a client.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// Bound on connecting and on every reply wait.
+    pub timeout: Duration,
+    /// How long [`Client::connect`] waits for the cluster to become ready.
+    pub ready_wait: Duration,
+    /// Requests in flight per server connection.
+    pub window: usize,
+    /// Upper bound of a file's `unfinished_cnt` (unacknowledged pipelined writes).
+    pub max_unfinished: usize,
+    /// Lifetime of cached directory dentries (zero: no cache).
+    pub dentry_ttl: Duration,
+    /// Bytes a short read fetches ahead (zero: no read cache).
+    pub read_ahead: usize,
+    /// Hint of new files and directories (default: the parent directory's).
+    pub hint: Option<Hint>,
+    /// Owner of files created through the path API.
+    pub uid: u32,
+    /// Group of files created through the path API.
+    pub gid: u32,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        // SAFETY: geteuid/getegid have no preconditions and cannot fail.
+        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        Self {
+            timeout: Duration::from_secs(10),
+            ready_wait: Duration::from_secs(10),
+            window: 64,
+            max_unfinished: 32,
+            dentry_ttl: Duration::from_secs(2),
+            read_ahead: 1 << 20,
+            hint: None,
+            uid,
+            gid,
+        }
+    }
+}
+
+/// Who creates an inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Caller {
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+}
+
+/// A directory entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// Name.
+    pub name: Vec<u8>,
+    /// Inode number.
+    pub ino: u64,
+    /// Type and permission bits (type bits at least).
+    pub mode: u32,
+}
+
+/// An open file of this client (the "File Map" of §III-A).
+#[derive(Debug)]
+struct OpenFile {
+    ino: u64,
+    dist: DataDist,
+    writable: bool,
+    append: bool,
+    /// The size last seen at the home slice.
+    size: u64,
+    /// Position of `read`/`write` without an offset.
+    pos: u64,
+    /// End of the writes since the last commit.
+    written_end: Option<u64>,
+    /// Slices written since the last commit (to FSYNC), by route.
+    dirty: BTreeMap<(u32, u32), u64>,
+    /// The server keeps read-ahead state for this file (CLOSE drops it).
+    read_sent: bool,
+    /// The read cache: bytes starting at an offset.
+    cache: Option<(u64, Vec<u8>)>,
+}
+
+/// A connected PeakFS client.
+#[derive(Debug)]
+pub struct Client {
+    opts: ClientOptions,
+    conns: Conns,
+    layout: Layout,
+    dcache: DentryCache,
+    /// Hints of directories by ino (a directory's hint never changes).
+    hints: HashMap<u64, Hint>,
+    files: HashMap<u64, OpenFile>,
+    next_fd: u64,
+}
+
+fn now_ns() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+}
+
+fn attr_of(opcode: fabric::Opcode, bytes: &[u8]) -> Result<Attr> {
+    match Reply::decode(opcode, bytes)? {
+        Reply::Attr(a) => Ok(a),
+        _ => Err(ClientError::Protocol(format!(
+            "{} reply without attributes",
+            op::name(opcode)
+        ))),
+    }
+}
+
+fn removed_of(opcode: fabric::Opcode, bytes: &[u8]) -> Result<Option<Removed>> {
+    match Reply::decode(opcode, bytes)? {
+        Reply::Removed(r) => Ok(r),
+        _ => Err(ClientError::Protocol(format!(
+            "{} reply without removal",
+            op::name(opcode)
+        ))),
+    }
+}
+
+/// Splits an absolute path into its components (`.` ignored; `..` refused).
+fn components(path: &str) -> Result<Vec<&[u8]>> {
+    if !path.starts_with('/') {
+        return Err(ClientError::BadPath(path.to_string()));
+    }
+    let mut out = Vec::new();
+    for c in path.split('/').filter(|c| !c.is_empty() && *c != ".") {
+        if c == ".." || c.len() > NAME_MAX {
+            return Err(ClientError::BadPath(path.to_string()));
+        }
+        out.push(c.as_bytes());
+    }
+    Ok(out)
+}
+
+impl Client {
+    /// Connects to the cluster whose master listens at `master` (`host:port` or
+    /// `http://host:port`): fetches the cluster view (waiting until it is ready) and opens one
+    /// connection per server.
+    pub fn connect(master: &str, opts: ClientOptions) -> Result<Self> {
+        let uri = if master.contains("://") {
+            master.to_string()
+        } else {
+            format!("http://{master}")
+        };
+        let view =
+            crate::master::fetch_view(&uri, opts.ready_wait).map_err(|e| ClientError::Master {
+                addr: master.to_string(),
+                reason: format!("{e:#}"),
+            })?;
+        let layout =
+            Layout::new(view.servers_expected, view.workers, view.block_size).map_err(|e| {
+                ClientError::Master {
+                    addr: master.to_string(),
+                    reason: e.to_string(),
+                }
+            })?;
+        let mut addrs = vec![String::new(); view.servers_expected as usize];
+        for s in &view.servers {
+            match addrs.get_mut(s.index as usize) {
+                Some(a) => *a = s.data_addr.clone(),
+                None => {
+                    return Err(ClientError::Master {
+                        addr: master.to_string(),
+                        reason: format!("server index {} out of range", s.index),
+                    });
+                }
+            }
+        }
+        Self::with_servers(layout, addrs, opts)
+    }
+
+    /// Connects to servers given directly (`addrs[i]` = server i) with layout `layout`.
+    pub fn with_servers(layout: Layout, addrs: Vec<String>, opts: ClientOptions) -> Result<Self> {
+        let conns = Conns::connect(layout, addrs, opts.window, opts.timeout)?;
+        Ok(Self {
+            dcache: DentryCache::new(opts.dentry_ttl),
+            opts,
+            conns,
+            layout,
+            hints: HashMap::new(),
+            files: HashMap::new(),
+            next_fd: 3,
+        })
+    }
+
+    /// The cluster layout.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The options.
+    pub fn options(&self) -> &ClientOptions {
+        &self.opts
+    }
+
+    fn caller(&self) -> Caller {
+        Caller {
+            uid: self.opts.uid,
+            gid: self.opts.gid,
+        }
+    }
+
+    fn call(&mut self, lambda: u64, req: &Request<'_>) -> Result<Vec<u8>> {
+        self.conns.call(lambda, req)
+    }
+
+    fn same_slice(&self, a: u64, b: u64) -> bool {
+        self.layout.route(a) == self.layout.route(b)
+    }
+
+    fn learn(&mut self, a: &Attr) {
+        if a.is_dir() {
+            if self.hints.len() > 1 << 20 {
+                self.hints.clear();
+            }
+            self.hints.insert(a.ino, a.hint);
+        }
+    }
+
+    // ---- inode-level API (FUSE uses it) ----
+
+    /// Attributes of inode `ino` (the size includes this client's uncommitted writes).
+    pub fn getattr(&mut self, ino: u64) -> Result<Attr> {
+        let b = self.call(home_lambda(ino), &Request::GetAttr { ino })?;
+        let a = attr_of(op::GETATTR, &b)?;
+        self.learn(&a);
+        Ok(self.with_local_size(a))
+    }
+
+    /// `a` with its size raised to the end of this client's uncommitted writes to it.
+    fn with_local_size(&self, mut a: Attr) -> Attr {
+        for f in self.files.values().filter(|f| f.ino == a.ino) {
+            a.size = a.size.max(f.written_end.unwrap_or(0));
+        }
+        a
+    }
+
+    fn dir_hint(&mut self, ino: u64) -> Result<Hint> {
+        if let Some(h) = self.hints.get(&ino) {
+            return Ok(*h);
+        }
+        let a = self.getattr(ino)?;
+        if !a.is_dir() {
+            return Err(Errno::ENOTDIR.into());
+        }
+        Ok(a.hint)
+    }
+
+    fn dentry_lambda(&mut self, pino: u64, name: &[u8]) -> Result<u64> {
+        let hint = self.dir_hint(pino)?;
+        Ok(self.layout.dentry_lambda(pino, hint.bigdir, name))
+    }
+
+    /// Looks `name` up in directory `pino` (always asks the server).
+    pub fn lookup(&mut self, pino: u64, name: &[u8]) -> Result<Attr> {
+        let l = self.dentry_lambda(pino, name)?;
+        let b = self.call(l, &Request::Lookup { pino, name })?;
+        let a = match Reply::decode(op::LOOKUP, &b)? {
+            Reply::Lookup { attr: Some(a), .. } => a,
+            Reply::Lookup {
+                ino, attr: None, ..
+            } => self.getattr(ino)?,
+            _ => return Err(ClientError::Protocol("lookup reply".into())),
+        };
+        self.learn(&a);
+        self.dcache.put(pino, name, &a);
+        Ok(self.with_local_size(a))
+    }
+
+    /// Like [`Client::lookup`], but a cached directory dentry answers without an RPC.
+    fn lookup_cached(&mut self, pino: u64, name: &[u8]) -> Result<Attr> {
+        match self.dcache.get(pino, name) {
+            Some(a) => Ok(a),
+            None => self.lookup(pino, name),
+        }
+    }
+
+    fn new_hint(&mut self, pino: u64, hint: Option<Hint>) -> Result<Hint> {
+        match hint.or(self.opts.hint) {
+            Some(h) => Ok(h),
+            None => self.dir_hint(pino),
+        }
+    }
+
+    /// Creates regular file `name` in `pino` (`mode`: permission bits; `excl`: fail with
+    /// EEXIST if it exists, else return the existing file).
+    pub fn create_at(
+        &mut self,
+        pino: u64,
+        name: &[u8],
+        mode: u32,
+        excl: bool,
+        who: Caller,
+    ) -> Result<Attr> {
+        self.mknod_at(pino, name, libc::S_IFREG | (mode & 0o7777), excl, who)
+    }
+
+    /// Creates a non-directory inode `name` in `pino` of type and permissions `mode`
+    /// (regular, FIFO, socket, symlink, device: the servers only tell directories apart;
+    /// device numbers are not stored). `excl` as in [`Client::create_at`].
+    pub fn mknod_at(
+        &mut self,
+        pino: u64,
+        name: &[u8],
+        mode: u32,
+        excl: bool,
+        who: Caller,
+    ) -> Result<Attr> {
+        if mode & libc::S_IFMT == libc::S_IFDIR {
+            return Err(ClientError::Errno(Errno(libc::EINVAL)));
+        }
+        let mut hint = self.new_hint(pino, None)?;
+        hint.bigdir = false;
+        let l = self.dentry_lambda(pino, name)?;
+        let req = Request::Create {
+            pino,
+            mode,
+            uid: who.uid,
+            gid: who.gid,
+            hint,
+            excl,
+            name,
+        };
+        let b = self.call(l, &req)?;
+        attr_of(op::CREATE, &b)
+    }
+
+    /// Creates directory `name` in `pino` with hint `hint` (default: [`ClientOptions::hint`],
+    /// else the parent's).
+    pub fn mkdir_at(
+        &mut self,
+        pino: u64,
+        name: &[u8],
+        mode: u32,
+        who: Caller,
+        hint: Option<Hint>,
+    ) -> Result<Attr> {
+        let phint = self.dir_hint(pino)?;
+        let hint = self.new_hint(pino, hint)?;
+        let mode = libc::S_IFDIR | (mode & 0o7777);
+        let l = self.layout.dentry_lambda(pino, phint.bigdir, name);
+        let a = if phint.bigdir {
+            // A bigdir's child keeps dentry and inode together.
+            let req = Request::Create {
+                pino,
+                mode,
+                uid: who.uid,
+                gid: who.gid,
+                hint,
+                excl: true,
+                name,
+            };
+            attr_of(op::CREATE, &self.call(l, &req)?)?
+        } else {
+            let mk = Request::MkInode {
+                mode,
+                uid: who.uid,
+                gid: who.gid,
+                hint,
+            };
+            let a = attr_of(op::MKINODE, &self.call(name_lambda(pino, name), &mk)?)?;
+            let link = Request::Link {
+                pino,
+                ino: a.ino,
+                mode,
+                replace: false,
+                name,
+            };
+            if let Err(e) = self.call(l, &link) {
+                let _ = self.call(home_lambda(a.ino), &Request::RmInode { ino: a.ino });
+                return Err(e);
+            }
+            a
+        };
+        self.learn(&a);
+        Ok(a)
+    }
+
+    /// The λs other than the home slice that may hold bytes `[from, to)` of a file, one per
+    /// slice.
+    fn data_slices(&self, ino: u64, dist: DataDist, from: u64, to: u64) -> Vec<u64> {
+        if to <= from {
+            return Vec::new();
+        }
+        let home = self.layout.route(home_lambda(ino));
+        let mut by_route: BTreeMap<(u32, u32), u64> = BTreeMap::new();
+        let blocks = (to - from).div_ceil(u64::from(self.layout.block_size()));
+        let every_slot = dist == DataDist::Io
+            || (dist == DataDist::Block && blocks > 4 * u64::from(self.layout.slots()));
+        if every_slot {
+            for l in 0..u64::from(self.layout.slots()) {
+                let r = self.layout.route(l);
+                by_route.insert((r.server, r.worker), l);
+            }
+        } else {
+            for p in self.layout.split(ino, dist, from, to - from) {
+                let r = self.layout.route(p.lambda);
+                by_route.insert((r.server, r.worker), p.lambda);
+            }
+        }
+        by_route
+            .into_iter()
+            .filter(|((s, w), _)| {
+                Route {
+                    server: *s,
+                    worker: *w,
+                } != home
+            })
+            .map(|(_, l)| l)
+            .collect()
+    }
+
+    /// Drops the bytes at and beyond `size` of file `ino` on its non-home slices.
+    fn truncate_remote(&mut self, ino: u64, dist: DataDist, size: u64, old: u64) -> Result<()> {
+        let reqs: Vec<_> = self
+            .data_slices(ino, dist, size, old)
+            .into_iter()
+            .map(|l| (l, Request::Truncate { ino, size }))
+            .collect();
+        for r in self.conns.call_many(&reqs) {
+            r?;
+        }
+        Ok(())
+    }
+
+    /// Frees what an unlink or replacing rename removed: the inode at its home unless the
+    /// server freed it, and the file's data on other slices (`attr`: the file before).
+    fn free_removed(&mut self, r: &Removed, attr: Option<&Attr>) -> Result<()> {
+        if !r.inode_freed {
+            match self.call(home_lambda(r.ino), &Request::RmInode { ino: r.ino }) {
+                // Still linked elsewhere (or already gone): nothing of it to free here.
+                Err(ClientError::Errno(Errno::ENOENT)) => return Ok(()),
+                other => {
+                    other?;
+                }
+            }
+        }
+        if let Some(a) = attr.filter(|a| !a.is_dir()) {
+            self.truncate_remote(r.ino, a.hint.data, 0, a.size.max(r.size))?;
+        }
+        Ok(())
+    }
+
+    /// Removes file `name` of `pino`.
+    pub fn unlink_at(&mut self, pino: u64, name: &[u8]) -> Result<()> {
+        let l = self.dentry_lambda(pino, name)?;
+        // LOOKUP and UNLINK go to the same slice, which runs them in order: one round trip
+        // tells the file's data distribution and removes it.
+        let flags = UnlinkFlags::default();
+        let mut rs = self
+            .conns
+            .call_many(&[
+                (l, Request::Lookup { pino, name }),
+                (l, Request::Unlink { pino, flags, name }),
+            ])
+            .into_iter();
+        let (looked, unlinked) = match (rs.next(), rs.next()) {
+            (Some(a), Some(b)) => (a, b),
+            _ => return Err(ClientError::Internal("call_many lost a reply")),
+        };
+        let removed = removed_of(op::UNLINK, &unlinked?)?;
+        let attr = match Reply::decode(op::LOOKUP, &looked?)? {
+            Reply::Lookup { attr, .. } => attr,
+            _ => None,
+        };
+        let Some(r) = removed else {
+            return Err(Errno::ENOENT.into());
+        };
+        // A file whose inode is elsewhere: its attributes (size, hint) from its home.
+        let attr = match attr {
+            Some(a) => Some(a),
+            None => self.getattr(r.ino).ok(),
+        };
+        self.free_removed(&r, attr.as_ref())
+    }
+
+    /// The slices holding entries of directory `c`.
+    fn dir_slices(&self, c: &Attr) -> Vec<u64> {
+        if c.hint.bigdir {
+            (0..u64::from(self.layout.slots())).collect()
+        } else {
+            vec![home_lambda(c.ino)]
+        }
+    }
+
+    /// Seals directory `c` against new entries; ENOTEMPTY (unsealed again) if it has any.
+    fn seal_empty(&mut self, c: &Attr) -> Result<Vec<u64>> {
+        let slices = self.dir_slices(c);
+        let seal: Vec<_> = slices
+            .iter()
+            .map(|l| {
+                (
+                    *l,
+                    Request::DirSeal {
+                        pino: c.ino,
+                        seal: true,
+                    },
+                )
+            })
+            .collect();
+        let mut failure = None;
+        for r in self.conns.call_many(&seal) {
+            let count = r.and_then(|b| match Reply::decode(op::DIRSEAL, &b)? {
+                Reply::Count(n) => Ok(n),
+                _ => Err(ClientError::Protocol("dirseal reply".into())),
+            });
+            match count {
+                Ok(0) => {}
+                Ok(_) => {
+                    failure.get_or_insert(ClientError::Errno(Errno::ENOTEMPTY));
+                }
+                Err(e) => {
+                    failure.get_or_insert(e);
+                }
+            }
+        }
+        match failure {
+            Some(e) => {
+                self.unseal(c.ino, &slices);
+                Err(e)
+            }
+            None => Ok(slices),
+        }
+    }
+
+    fn unseal(&mut self, ino: u64, slices: &[u64]) {
+        let unseal: Vec<_> = slices
+            .iter()
+            .map(|l| {
+                (
+                    *l,
+                    Request::DirSeal {
+                        pino: ino,
+                        seal: false,
+                    },
+                )
+            })
+            .collect();
+        let _ = self.conns.call_many(&unseal);
+    }
+
+    /// Removes empty directory `name` of `pino`.
+    pub fn rmdir_at(&mut self, pino: u64, name: &[u8]) -> Result<()> {
+        let c = self.lookup(pino, name)?;
+        if !c.is_dir() {
+            return Err(Errno::ENOTDIR.into());
+        }
+        let slices = self.seal_empty(&c)?;
+        let l = self.dentry_lambda(pino, name)?;
+        let flags = UnlinkFlags {
+            dir: true,
+            keep_inode: false,
+        };
+        let removed = match self
+            .call(l, &Request::Unlink { pino, flags, name })
+            .and_then(|b| removed_of(op::UNLINK, &b))
+        {
+            Ok(r) => r,
+            Err(e) => {
+                self.unseal(c.ino, &slices);
+                return Err(e);
+            }
+        };
+        self.dcache.remove(pino, name);
+        self.hints.remove(&c.ino);
+        match removed {
+            Some(r) if !r.inode_freed => {
+                self.call(home_lambda(c.ino), &Request::RmInode { ino: c.ino })?;
+                Ok(())
+            }
+            Some(_) => Ok(()),
+            None => Err(Errno::ENOENT.into()),
+        }
+    }
+
+    /// Renames `sname` of `spino` to `dname` of `dpino`, replacing a file or an empty
+    /// directory there.
+    pub fn rename_at(&mut self, spino: u64, sname: &[u8], dpino: u64, dname: &[u8]) -> Result<()> {
+        let src = self.lookup(spino, sname)?;
+        let dst = match self.lookup(dpino, dname) {
+            Ok(a) => Some(a),
+            Err(ClientError::Errno(Errno::ENOENT)) => None,
+            Err(e) => return Err(e),
+        };
+        let mut sealed = Vec::new();
+        if let Some(d) = &dst {
+            if d.ino == src.ino {
+                return Ok(());
+            }
+            match (src.is_dir(), d.is_dir()) {
+                (true, false) => return Err(Errno::ENOTDIR.into()),
+                (false, true) => return Err(Errno::EISDIR.into()),
+                (true, true) => sealed = self.seal_empty(d)?,
+                (false, false) => {}
+            }
+        }
+        let sl = self.dentry_lambda(spino, sname)?;
+        let dl = self.dentry_lambda(dpino, dname)?;
+        let result = if self.same_slice(sl, dl) {
+            let req = Request::Rename {
+                src_pino: spino,
+                dst_pino: dpino,
+                src_name: sname,
+                dst_name: dname,
+            };
+            self.call(sl, &req).and_then(|b| removed_of(op::RENAME, &b))
+        } else {
+            let link = Request::Link {
+                pino: dpino,
+                ino: src.ino,
+                mode: src.mode,
+                replace: true,
+                name: dname,
+            };
+            self.call(dl, &link)
+                .and_then(|b| removed_of(op::LINK, &b))
+                .and_then(|replaced| {
+                    let flags = UnlinkFlags {
+                        dir: src.is_dir(),
+                        keep_inode: true,
+                    };
+                    self.call(
+                        sl,
+                        &Request::Unlink {
+                            pino: spino,
+                            flags,
+                            name: sname,
+                        },
+                    )?;
+                    Ok(replaced)
+                })
+        };
+        let replaced = match result {
+            Ok(r) => r,
+            Err(e) => {
+                if let Some(d) = &dst {
+                    self.unseal(d.ino, &sealed);
+                }
+                return Err(e);
+            }
+        };
+        if src.is_dir() || dst.is_some_and(|d| d.is_dir()) {
+            // Paths below a moved directory changed.
+            self.dcache.clear();
+        }
+        self.dcache.remove(spino, sname);
+        if let Some(r) = replaced {
+            self.free_removed(&r, dst.as_ref())?;
+        }
+        Ok(())
+    }
+
+    /// Changes attributes of `ino`; a new size truncates or extends the file.
+    pub fn setattr(&mut self, ino: u64, set: SetAttr) -> Result<Attr> {
+        let Some(size) = set.size else {
+            let b = self.call(home_lambda(ino), &Request::SetAttr { ino, set })?;
+            return attr_of(op::SETATTR, &b);
+        };
+        let old = self.getattr(ino)?;
+        if old.is_dir() {
+            return Err(Errno::EISDIR.into());
+        }
+        let mut set = set;
+        set.mtime_ns.get_or_insert_with(now_ns);
+        let b = self.call(home_lambda(ino), &Request::SetAttr { ino, set })?;
+        let a = attr_of(op::SETATTR, &b)?;
+        if size < old.size {
+            self.truncate_remote(ino, old.hint.data, size, old.size)?;
+        }
+        for f in self.files.values_mut().filter(|f| f.ino == ino) {
+            f.cache = None;
+            f.size = size;
+            f.written_end = f.written_end.map(|e| e.min(size));
+        }
+        Ok(a)
+    }
+
+    /// Entries of directory `ino` (without `.` and `..`).
+    pub fn readdir_ino(&mut self, ino: u64) -> Result<Vec<Entry>> {
+        let hint = self.dir_hint(ino)?;
+        let dir = Attr {
+            ino,
+            hint,
+            ..Default::default()
+        };
+        let mut out = Vec::new();
+        for l in self.dir_slices(&dir) {
+            let mut after: Vec<u8> = Vec::new();
+            loop {
+                let req = Request::ReadDir {
+                    pino: ino,
+                    max: 1024,
+                    after: &after,
+                };
+                let b = self.call(l, &req)?;
+                let Reply::Entries { more, entries } = Reply::decode(op::READDIR, &b)? else {
+                    return Err(ClientError::Protocol("readdir reply".into()));
+                };
+                for e in &entries {
+                    out.push(Entry {
+                        name: e.name.to_vec(),
+                        ino: e.ino,
+                        mode: e.mode,
+                    });
+                }
+                match entries.last() {
+                    Some(last) if more => after = last.name.to_vec(),
+                    _ => break,
+                }
+            }
+        }
+        // Entries whose inode lives on another slice come without a type.
+        for e in out.iter_mut().filter(|e| e.mode & libc::S_IFMT == 0) {
+            if let Ok(a) = self.getattr(e.ino) {
+                e.mode = a.mode;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Capacity and usage summed over every slice.
+    pub fn statfs(&mut self) -> Result<StatFs> {
+        let reqs: Vec<_> = (0..u64::from(self.layout.slots()))
+            .map(|l| (l, Request::StatFs))
+            .collect();
+        let mut sum = StatFs::default();
+        for r in self.conns.call_many(&reqs) {
+            if let Reply::StatFs(s) = Reply::decode(op::STATFS, &r?)? {
+                sum.bytes_total += s.bytes_total;
+                sum.bytes_used += s.bytes_used;
+                sum.inodes_total += s.inodes_total;
+                sum.inodes_used += s.inodes_used;
+            }
+        }
+        Ok(sum)
+    }
+
+    fn install(&mut self, a: &Attr, flags: i32) -> Result<u64> {
+        let acc = flags & libc::O_ACCMODE;
+        let writable = acc == libc::O_WRONLY || acc == libc::O_RDWR;
+        if a.is_dir() && writable {
+            return Err(Errno::EISDIR.into());
+        }
+        let fd = self.next_fd;
+        self.next_fd += 1;
+        self.files.insert(
+            fd,
+            OpenFile {
+                ino: a.ino,
+                dist: a.hint.data,
+                writable,
+                append: flags & libc::O_APPEND != 0,
+                size: a.size,
+                pos: 0,
+                written_end: None,
+                dirty: BTreeMap::new(),
+                read_sent: false,
+                cache: None,
+            },
+        );
+        if flags & libc::O_TRUNC != 0 && writable && a.size > 0 {
+            let set = SetAttr {
+                size: Some(0),
+                ..Default::default()
+            };
+            if let Err(e) = self.setattr(a.ino, set) {
+                self.files.remove(&fd);
+                return Err(e);
+            }
+        }
+        Ok(fd)
+    }
+
+    /// Opens inode `ino` with open(2) `flags`; returns a file descriptor of this client.
+    pub fn open_ino(&mut self, ino: u64, flags: i32) -> Result<u64> {
+        let req = Request::Open {
+            ino,
+            flags: (flags & !libc::O_TRUNC) as u32,
+        };
+        let a = attr_of(op::OPEN, &self.call(home_lambda(ino), &req)?)?;
+        self.install(&a, flags)
+    }
+
+    /// Creates (or with `!excl` opens) file `name` of `pino` and opens it with `flags`.
+    pub fn create_open_at(
+        &mut self,
+        pino: u64,
+        name: &[u8],
+        mode: u32,
+        flags: i32,
+        who: Caller,
+    ) -> Result<(u64, Attr)> {
+        let a = self.create_at(pino, name, mode, flags & libc::O_EXCL != 0, who)?;
+        let fd = self.install(&a, flags)?;
+        Ok((fd, a))
+    }
+
+    fn file(&mut self, fd: u64) -> Result<&mut OpenFile> {
+        self.files.get_mut(&fd).ok_or(ClientError::BadFd(fd))
+    }
+
+    /// Writes `data` at `offset` of open file `fd`; returns once sent (write pipeline).
+    pub fn pwrite(&mut self, fd: u64, data: &[u8], offset: u64) -> Result<usize> {
+        let max = self.opts.max_unfinished;
+        let layout = self.layout;
+        let f = self.files.get_mut(&fd).ok_or(ClientError::BadFd(fd))?;
+        if !f.writable {
+            return Err(Errno(libc::EBADF).into());
+        }
+        let offset = if f.append {
+            f.size.max(f.written_end.unwrap_or(0))
+        } else {
+            offset
+        };
+        let end = offset
+            .checked_add(data.len() as u64)
+            .filter(|e| *e <= i64::MAX as u64)
+            .ok_or(ClientError::Errno(Errno::EFBIG))?;
+        if data.is_empty() {
+            return Ok(0);
+        }
+        f.cache = None;
+        let (ino, dist) = (f.ino, f.dist);
+        let mut pieces = Vec::new();
+        for p in layout.split(ino, dist, offset, data.len() as u64) {
+            // Pieces beyond one frame are cut at MAX_IO (readers cut the same way).
+            let mut at = p.offset;
+            while at < p.offset + p.len {
+                let n = (p.offset + p.len - at).min(u64::from(MAX_IO));
+                let l = if at == p.offset {
+                    p.lambda
+                } else {
+                    layout.data_lambda(ino, dist, at)
+                };
+                pieces.push((l, at, n));
+                at += n;
+            }
+        }
+        for (l, at, n) in pieces {
+            let s = (at - offset) as usize;
+            let req = Request::Write {
+                ino,
+                offset: at,
+                data: &data[s..s + n as usize],
+            };
+            self.conns.submit_write(fd, l, &req, max)?;
+            let r = layout.route(l);
+            self.file(fd)?.dirty.insert((r.server, r.worker), l);
+        }
+        let f = self.file(fd)?;
+        f.written_end = Some(f.written_end.unwrap_or(0).max(end));
+        Ok(data.len())
+    }
+
+    /// Writes at the file position (or the end with O_APPEND) and advances it.
+    pub fn write(&mut self, fd: u64, data: &[u8]) -> Result<usize> {
+        let pos = self.file(fd)?.pos;
+        let n = self.pwrite(fd, data, pos)?;
+        let f = self.file(fd)?;
+        f.pos = if f.append {
+            f.written_end.unwrap_or(pos)
+        } else {
+            pos + n as u64
+        };
+        Ok(n)
+    }
+
+    /// Waits for `fd`'s pipelined writes and commits them (size at the home slice); with
+    /// `durable`, FSYNC on every slice written since the last commit.
+    fn commit(&mut self, fd: u64, durable: bool) -> Result<()> {
+        let drained = self.conns.drain_writes(fd);
+        let f = self.file(fd)?;
+        let ino = f.ino;
+        let end = f.written_end.take();
+        let dirty = std::mem::take(&mut f.dirty);
+        drained?;
+        let mut reqs = Vec::new();
+        if let Some(end) = end {
+            let set = SetAttr {
+                extend_to: Some(end),
+                mtime_ns: Some(now_ns()),
+                ..Default::default()
+            };
+            reqs.push((home_lambda(ino), Request::SetAttr { ino, set }));
+        }
+        if durable {
+            let home = self.layout.route(home_lambda(ino));
+            for l in dirty.values().filter(|l| self.layout.route(**l) != home) {
+                reqs.push((*l, Request::Fsync { ino }));
+            }
+            reqs.push((home_lambda(ino), Request::Fsync { ino }));
+        }
+        let mut size = None;
+        for (i, r) in self.conns.call_many(&reqs).into_iter().enumerate() {
+            let b = r?;
+            if i == 0 && end.is_some() {
+                size = Some(attr_of(op::SETATTR, &b)?.size);
+            }
+        }
+        if let Some(s) = size {
+            self.file(fd)?.size = s;
+        }
+        Ok(())
+    }
+
+    /// Makes `fd`'s writes visible and durable.
+    pub fn fsync(&mut self, fd: u64) -> Result<()> {
+        self.commit(fd, true)
+    }
+
+    /// Makes `fd`'s writes visible (commit without FSYNC: FUSE flush).
+    pub fn flush(&mut self, fd: u64) -> Result<()> {
+        self.commit(fd, false)
+    }
+
+    /// Closes `fd`: waits for its writes and commits them.
+    pub fn close(&mut self, fd: u64) -> Result<()> {
+        let committed = self.commit(fd, false);
+        self.conns.forget(fd);
+        let f = self.files.remove(&fd).ok_or(ClientError::BadFd(fd))?;
+        if f.read_sent {
+            let _ = self.call(home_lambda(f.ino), &Request::Close { ino: f.ino });
+        }
+        committed
+    }
+
+    /// Reads bytes `[offset, offset + len)` of file `ino` from the slices (holes are zeros).
+    fn fetch(&mut self, ino: u64, dist: DataDist, offset: u64, len: u64) -> Result<Vec<u8>> {
+        let mut pieces = Vec::new();
+        for p in self.layout.split(ino, dist, offset, len) {
+            let mut at = p.offset;
+            while at < p.offset + p.len {
+                let n = (p.offset + p.len - at).min(u64::from(MAX_IO));
+                let l = if at == p.offset {
+                    p.lambda
+                } else {
+                    self.layout.data_lambda(ino, dist, at)
+                };
+                pieces.push((l, at, n));
+                at += n;
+            }
+        }
+        let reqs: Vec<_> = pieces
+            .iter()
+            .map(|(l, at, n)| {
+                (
+                    *l,
+                    Request::Read {
+                        ino,
+                        offset: *at,
+                        len: *n as u32,
+                    },
+                )
+            })
+            .collect();
+        let mut out = Vec::with_capacity(len as usize);
+        for ((_, _, n), r) in pieces.iter().zip(self.conns.call_many(&reqs)) {
+            let b = r?;
+            let take = b.len().min(*n as usize);
+            out.extend_from_slice(&b[..take]);
+            out.resize(out.len() + (*n as usize - take), 0);
+        }
+        Ok(out)
+    }
+
+    /// Reads up to `len` bytes at `offset` of open file `fd` (short at the end of file).
+    pub fn pread(&mut self, fd: u64, len: usize, offset: u64) -> Result<Vec<u8>> {
+        // Read-your-writes within one descriptor: wait for its writes in flight.
+        if self.conns.unfinished(fd) > 0 {
+            self.commit(fd, false)?;
+        }
+        let ra = self.opts.read_ahead as u64;
+        let f = self.file(fd)?;
+        let (ino, dist) = (f.ino, f.dist);
+        let want_end = offset.saturating_add(len as u64);
+        if let Some((at, buf)) = &f.cache
+            && offset >= *at
+            && want_end <= *at + buf.len() as u64
+        {
+            let s = (offset - at) as usize;
+            return Ok(buf[s..s + len].to_vec());
+        }
+        let mut size = f.size.max(f.written_end.unwrap_or(0));
+        if want_end > size {
+            // Another client may have committed more since.
+            size = self.getattr(ino)?.size;
+            let f = self.file(fd)?;
+            f.size = size;
+            size = size.max(f.written_end.unwrap_or(0));
+        }
+        if offset >= size {
+            return Ok(Vec::new());
+        }
+        let n = (size - offset).min(len as u64);
+        let fetch_len = if dist != DataDist::Io && n < ra {
+            ra.min(size - offset)
+        } else {
+            n
+        };
+        let mut data = self.fetch(ino, dist, offset, fetch_len)?;
+        let f = self.file(fd)?;
+        f.read_sent = true;
+        if fetch_len > n {
+            let out = data[..n as usize].to_vec();
+            f.cache = Some((offset, data));
+            return Ok(out);
+        }
+        data.truncate(n as usize);
+        Ok(data)
+    }
+
+    /// Reads at the file position and advances it.
+    pub fn read(&mut self, fd: u64, len: usize) -> Result<Vec<u8>> {
+        let pos = self.file(fd)?.pos;
+        let d = self.pread(fd, len, pos)?;
+        self.file(fd)?.pos = pos + d.len() as u64;
+        Ok(d)
+    }
+
+    /// Attributes of open file `fd` (with its uncommitted size).
+    pub fn fstat(&mut self, fd: u64) -> Result<Attr> {
+        let (ino, end) = {
+            let f = self.file(fd)?;
+            (f.ino, f.written_end)
+        };
+        let mut a = self.getattr(ino)?;
+        a.size = a.size.max(end.unwrap_or(0));
+        Ok(a)
+    }
+
+    /// Writes of `fd` sent but not acknowledged (`unfinished_cnt`).
+    pub fn unfinished(&self, fd: u64) -> usize {
+        self.conns.unfinished(fd)
+    }
+
+    // ---- path API ----
+
+    /// Attributes of the directory at `path`, resolved through the dentry cache.
+    fn resolve_dir(&mut self, comps: &[&[u8]]) -> Result<Attr> {
+        let mut cur = match self.hints.get(&ROOT_INO) {
+            Some(h) => Attr {
+                ino: ROOT_INO,
+                mode: libc::S_IFDIR,
+                hint: *h,
+                ..Default::default()
+            },
+            None => self.getattr(ROOT_INO)?,
+        };
+        for c in comps {
+            cur = self.lookup_cached(cur.ino, c)?;
+            if !cur.is_dir() {
+                return Err(Errno::ENOTDIR.into());
+            }
+        }
+        Ok(cur)
+    }
+
+    /// The parent directory's ino and the last name of `path`.
+    fn parent(&mut self, path: &str) -> Result<(u64, Vec<u8>)> {
+        let comps = components(path)?;
+        let Some((last, dirs)) = comps.split_last() else {
+            return Err(ClientError::BadPath(path.to_string()));
+        };
+        let p = self.resolve_dir(dirs)?;
+        Ok((p.ino, last.to_vec()))
+    }
+
+    /// Attributes of `path`.
+    pub fn stat(&mut self, path: &str) -> Result<Attr> {
+        let comps = components(path)?;
+        match comps.split_last() {
+            None => self.getattr(ROOT_INO),
+            Some((last, dirs)) => {
+                let p = self.resolve_dir(dirs)?;
+                self.lookup(p.ino, last)
+            }
+        }
+    }
+
+    /// Creates directory `path` (hint: see [`Client::mkdir_at`]).
+    pub fn mkdir(&mut self, path: &str, mode: u32, hint: Option<Hint>) -> Result<Attr> {
+        let (p, name) = self.parent(path)?;
+        let who = self.caller();
+        self.mkdir_at(p, &name, mode, who, hint)
+    }
+
+    /// Removes empty directory `path`.
+    pub fn rmdir(&mut self, path: &str) -> Result<()> {
+        let (p, name) = self.parent(path)?;
+        self.rmdir_at(p, &name)
+    }
+
+    /// Removes file `path`.
+    pub fn unlink(&mut self, path: &str) -> Result<()> {
+        let (p, name) = self.parent(path)?;
+        self.unlink_at(p, &name)
+    }
+
+    /// Renames `from` to `to`.
+    pub fn rename(&mut self, from: &str, to: &str) -> Result<()> {
+        let (sp, sn) = self.parent(from)?;
+        let (dp, dn) = self.parent(to)?;
+        self.rename_at(sp, &sn, dp, &dn)
+    }
+
+    /// Entries of directory `path`.
+    pub fn readdir(&mut self, path: &str) -> Result<Vec<Entry>> {
+        let comps = components(path)?;
+        let d = self.resolve_dir(&comps)?;
+        self.readdir_ino(d.ino)
+    }
+
+    /// Sets the size of `path`.
+    pub fn truncate(&mut self, path: &str, size: u64) -> Result<()> {
+        let a = self.stat(path)?;
+        self.setattr(
+            a.ino,
+            SetAttr {
+                size: Some(size),
+                ..Default::default()
+            },
+        )?;
+        Ok(())
+    }
+
+    /// Opens `path` with open(2) `flags` (O_CREAT creates it with permission bits `mode`).
+    pub fn open(&mut self, path: &str, flags: i32, mode: u32) -> Result<u64> {
+        let (p, name) = self.parent(path)?;
+        if flags & libc::O_CREAT != 0 {
+            let who = self.caller();
+            return Ok(self.create_open_at(p, &name, mode, flags, who)?.0);
+        }
+        let a = self.lookup(p, &name)?;
+        if a.is_dir() {
+            // Directories need no server-side open state.
+            return self.install(&a, flags);
+        }
+        self.open_ino(a.ino, flags)
+    }
+
+    /// Creates (truncating) `path` for writing.
+    pub fn create(&mut self, path: &str, mode: u32) -> Result<u64> {
+        self.open(path, libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC, mode)
+    }
+
+    /// Sends `count` ECHO requests of `payload` bytes to server `server` with `window` in
+    /// flight (the RPC ceiling).
+    pub fn echo(&mut self, server: u32, payload: &[u8], count: u64, window: usize) -> Result<()> {
+        self.conns.echo_burst(server, payload, count, window)
+    }
+
+    /// Runs independent raw requests pipelined: all are sent, then all replies collected
+    /// (benchmarks batching metadata requests).
+    pub fn call_many(&mut self, reqs: &[(u64, Request<'_>)]) -> Vec<Result<Vec<u8>>> {
+        self.conns.call_many(reqs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_must_be_absolute_and_dotdot_is_refused() {
+        assert!(components("a/b").is_err());
+        assert!(components("/a/../b").is_err());
+        assert_eq!(components("/a//./b/").unwrap(), vec![&b"a"[..], b"b"]);
+        assert!(components("/").unwrap().is_empty());
+        assert!(components(&format!("/{}", "x".repeat(256))).is_err());
+    }
+
+    #[test]
+    fn errors_map_to_posix_errnos() {
+        assert_eq!(ClientError::Errno(Errno::ENOENT).errno(), libc::ENOENT);
+        let dead = ClientError::Unreachable {
+            server: 0,
+            addr: "x".into(),
+            reason: "timeout".into(),
+            timed_out: true,
+        };
+        assert_eq!(dead.errno(), libc::ETIMEDOUT);
+        assert_eq!(ClientError::BadFd(9).errno(), libc::EBADF);
+    }
+}

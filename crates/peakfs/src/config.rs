@@ -1,0 +1,257 @@
+//! Configuration of the PeakFS master and servers (PeakFS §III-A): a TOML file whose values the
+//! command-line flags override.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::placement::{DEFAULT_BLOCK_SIZE, Hint, Layout};
+
+/// Errors reading a configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// the file could not be read
+    #[error("cannot read config {path}: {source}")]
+    Read {
+        /// the file
+        path: PathBuf,
+        /// why
+        source: std::io::Error,
+    },
+    /// the file is not valid TOML for this config
+    #[error("invalid config {path}: {source}")]
+    Parse {
+        /// the file
+        path: PathBuf,
+        /// why
+        source: Box<toml::de::Error>,
+    },
+    /// a value is out of range
+    #[error("invalid config value {field} = {value}: {why}")]
+    Value {
+        /// the key
+        field: &'static str,
+        /// its value
+        value: String,
+        /// why it is wrong
+        why: String,
+    },
+}
+
+/// The master's settings (`[master]` keys at the top level of its TOML file).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MasterConfig {
+    /// gRPC listen address.
+    pub listen: String,
+    /// Servers in the cluster (the view is ready once all registered).
+    pub servers: u32,
+    /// Bytes per file block.
+    pub block_size: u32,
+    /// Default distribution hint (`placement::Hint::parse` words, e.g. `"bigdir,block"`).
+    pub default_hint: String,
+    /// How often servers report, in milliseconds.
+    pub report_interval_ms: u32,
+}
+
+impl Default for MasterConfig {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:7300".into(),
+            servers: 1,
+            block_size: DEFAULT_BLOCK_SIZE,
+            // §III-C1: "default to the bigdir strategy so that the metadata is always
+            // distributed in a balanced manner".
+            default_hint: "bigdir,block".into(),
+            report_interval_ms: 1000,
+        }
+    }
+}
+
+impl MasterConfig {
+    /// The default hint, parsed.
+    pub fn hint(&self) -> Result<Hint, ConfigError> {
+        Hint::parse(&self.default_hint).ok_or_else(|| ConfigError::Value {
+            field: "default_hint",
+            value: self.default_hint.clone(),
+            why: "words are block, file, io, bigdir, dir".into(),
+        })
+    }
+
+    /// Checks the values that the cluster's layout depends on.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.hint()?;
+        Layout::new(self.servers, 1, self.block_size).map_err(|e| ConfigError::Value {
+            field: "servers/block_size",
+            value: format!("{}/{}", self.servers, self.block_size),
+            why: e.to_string(),
+        })?;
+        if self.report_interval_ms == 0 {
+            return Err(ConfigError::Value {
+                field: "report_interval_ms",
+                value: "0".into(),
+                why: "must be positive".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Which NVMe controller a server's workers drive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum ControllerKind {
+    /// `gpu_nvme::controller::file` over the data file or block device.
+    #[default]
+    File,
+    /// The RAM-backed SwarmIO emulator (tests; nothing survives a restart).
+    Swarmio,
+}
+
+/// A server's settings.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Master's gRPC address (`http://` is added when missing).
+    pub master: String,
+    /// pRPC listen address.
+    pub listen: String,
+    /// Address registered with the master (default: the bound listen address).
+    pub advertise: Option<String>,
+    /// Data file or block device.
+    pub data: PathBuf,
+    /// Size of a data file created when missing, in bytes.
+    pub data_size: u64,
+    /// Worker threads, each owning one zone of the data.
+    pub workers: u32,
+    /// memcpy threads (§III-B: about network bandwidth / one thread's copy bandwidth).
+    pub memcpy_threads: u32,
+    /// Copies larger than this go to the memcpy pool.
+    pub memcpy_threshold: usize,
+    /// Pin worker threads to cores.
+    pub pin: bool,
+    /// NVMe controller.
+    pub controller: ControllerKind,
+    /// Entries per SPSC / MPMC / MPSC ring.
+    pub ring_capacity: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            master: "127.0.0.1:7300".into(),
+            listen: "127.0.0.1:7400".into(),
+            advertise: None,
+            data: PathBuf::from("peakfs.data"),
+            data_size: 1 << 30,
+            workers: 2,
+            memcpy_threads: 1,
+            memcpy_threshold: 4096,
+            pin: true,
+            controller: ControllerKind::File,
+            ring_capacity: 4096,
+        }
+    }
+}
+
+impl ServerConfig {
+    /// Checks ranges.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |field, value: String, why: &str| {
+            Err(ConfigError::Value {
+                field,
+                value,
+                why: why.into(),
+            })
+        };
+        if self.workers == 0 || self.workers > 256 {
+            return bad("workers", self.workers.to_string(), "must be in 1..=256");
+        }
+        if self.memcpy_threads > 64 {
+            return bad(
+                "memcpy_threads",
+                self.memcpy_threads.to_string(),
+                "at most 64",
+            );
+        }
+        if !(2..=1 << 20).contains(&self.ring_capacity) {
+            return bad(
+                "ring_capacity",
+                self.ring_capacity.to_string(),
+                "must be in 2..=2^20",
+            );
+        }
+        Ok(())
+    }
+
+    /// The master's URI for tonic.
+    pub fn master_uri(&self) -> String {
+        if self.master.contains("://") {
+            self.master.clone()
+        } else {
+            format!("http://{}", self.master)
+        }
+    }
+}
+
+/// Reads a TOML config file into `T`, or the defaults when `path` is `None`.
+pub fn load<T: for<'de> Deserialize<'de> + Default>(path: Option<&Path>) -> Result<T, ConfigError> {
+    let Some(path) = path else {
+        return Ok(T::default());
+    };
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.into(),
+        source,
+    })?;
+    toml::from_str(&text).map_err(|e| ConfigError::Parse {
+        path: path.into(),
+        source: Box::new(e),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn toml_overrides_defaults_and_rejects_unknown_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.toml");
+        std::fs::write(&p, "workers = 4\ncontroller = \"swarmio\"\n").unwrap();
+        let c: ServerConfig = load(Some(&p)).unwrap();
+        assert_eq!((c.workers, c.controller), (4, ControllerKind::Swarmio));
+        assert_eq!(c.memcpy_threshold, 4096);
+        std::fs::write(&p, "wrokers = 4\n").unwrap();
+        assert!(matches!(
+            load::<ServerConfig>(Some(&p)),
+            Err(ConfigError::Parse { .. })
+        ));
+        assert!(matches!(
+            load::<MasterConfig>(Some(&dir.path().join("missing"))),
+            Err(ConfigError::Read { .. })
+        ));
+    }
+
+    #[test]
+    fn validation_names_the_bad_value() {
+        let m = MasterConfig {
+            default_hint: "huge".into(),
+            ..Default::default()
+        };
+        assert!(m.validate().unwrap_err().to_string().contains("huge"));
+        let m = MasterConfig {
+            servers: 0,
+            ..Default::default()
+        };
+        assert!(m.validate().is_err());
+        let s = ServerConfig {
+            workers: 0,
+            ..Default::default()
+        };
+        assert!(s.validate().unwrap_err().to_string().contains("workers"));
+        assert_eq!(
+            ServerConfig::default().master_uri(),
+            "http://127.0.0.1:7300"
+        );
+    }
+}

@@ -1,0 +1,622 @@
+//! `peakfs mount`: a FUSE file system over the client library (PeakFS §III-A: the paper's
+//! client intercepts system calls; here the kernel forwards them through FUSE).
+//!
+//! FUSE inode numbers are PeakFS inos (the root is ino 1 in both). A FUSE file handle is a
+//! client file descriptor, so the write pipeline and commit consistency of
+//! [`crate::client`] apply per open file: `write` returns once sent, `flush` (every close(2))
+//! commits, `fsync` also makes the data durable. Attributes are not cached by the kernel
+//! (TTL 0: other clients' commits change sizes), names for [`ENTRY_TTL`]. Permission checks are
+//! the kernel's (`default_permissions`). PeakFS has no hard links (§III-A: link answers
+//! EPERM); symlinks are S_IFLNK inodes holding the target as data; FIFOs, sockets and device
+//! nodes are inodes of their type (device numbers are not stored).
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use fuser::{
+    Errno, FileAttr, FileHandle, FopenFlags, Generation, INodeNo, LockOwner, OpenFlags,
+    RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
+    ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+};
+
+use crate::client::{Caller, Client, ClientError, Entry};
+use crate::protocol::{Attr, SetAttr};
+
+/// How long the kernel may cache a name → inode mapping.
+pub const ENTRY_TTL: Duration = Duration::from_secs(1);
+/// How long the kernel may cache attributes.
+pub const ATTR_TTL: Duration = Duration::ZERO;
+/// Block size reported to stat and statfs.
+const BLKSIZE: u32 = 4096;
+
+/// The FUSE file system.
+#[derive(Debug)]
+pub struct PeakFuse {
+    client: Mutex<Client>,
+    /// Directory snapshots of open directory handles.
+    dirs: Mutex<HashMap<u64, Arc<Vec<Entry>>>>,
+    next_dir: AtomicU64,
+}
+
+/// Mounts `client`'s file system at `mountpoint` with `threads` FUSE threads; dropping (or
+/// `umount_and_join`ing) the session unmounts it.
+pub fn spawn_mount(
+    client: Client,
+    mountpoint: &Path,
+    threads: usize,
+) -> std::io::Result<fuser::BackgroundSession> {
+    let mut config = fuser::Config::default();
+    config.mount_options = vec![
+        fuser::MountOption::FSName("peakfs".into()),
+        fuser::MountOption::Subtype("peakfs".into()),
+        fuser::MountOption::DefaultPermissions,
+        fuser::MountOption::RW,
+    ];
+    config.acl = fuser::SessionACL::All;
+    config.n_threads = Some(threads.max(1));
+    fuser::spawn_mount(PeakFuse::new(client), mountpoint, &config)
+}
+
+fn errno(e: &ClientError) -> Errno {
+    if !matches!(e, ClientError::Errno(_)) {
+        tracing::warn!("client error: {e}");
+    }
+    Errno::from_i32(e.errno())
+}
+
+fn to_time(ns: i64) -> SystemTime {
+    if ns >= 0 {
+        UNIX_EPOCH + Duration::from_nanos(ns.unsigned_abs())
+    } else {
+        UNIX_EPOCH - Duration::from_nanos(ns.unsigned_abs())
+    }
+}
+
+fn to_ns(t: SystemTime) -> i64 {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => i64::try_from(d.as_nanos()).unwrap_or(i64::MAX),
+        Err(e) => -i64::try_from(e.duration().as_nanos()).unwrap_or(i64::MAX),
+    }
+}
+
+fn time_or_now(t: TimeOrNow) -> i64 {
+    to_ns(match t {
+        TimeOrNow::SpecificTime(t) => t,
+        TimeOrNow::Now => SystemTime::now(),
+    })
+}
+
+fn kind(mode: u32) -> fuser::FileType {
+    match mode & libc::S_IFMT {
+        libc::S_IFDIR => fuser::FileType::Directory,
+        libc::S_IFLNK => fuser::FileType::Symlink,
+        libc::S_IFIFO => fuser::FileType::NamedPipe,
+        libc::S_IFSOCK => fuser::FileType::Socket,
+        libc::S_IFCHR => fuser::FileType::CharDevice,
+        libc::S_IFBLK => fuser::FileType::BlockDevice,
+        _ => fuser::FileType::RegularFile,
+    }
+}
+
+/// FUSE attributes of a PeakFS inode.
+pub fn to_attr(a: &Attr) -> FileAttr {
+    FileAttr {
+        ino: INodeNo(a.ino),
+        size: a.size,
+        blocks: a.size.div_ceil(512),
+        atime: to_time(a.atime_ns),
+        mtime: to_time(a.mtime_ns),
+        ctime: to_time(a.ctime_ns),
+        crtime: to_time(a.ctime_ns),
+        kind: kind(a.mode),
+        perm: (a.mode & 0o7777) as u16,
+        nlink: a.nlink.max(1),
+        uid: a.uid,
+        gid: a.gid,
+        rdev: 0,
+        blksize: BLKSIZE,
+        flags: 0,
+    }
+}
+
+fn caller(req: &Request) -> Caller {
+    Caller {
+        uid: req.uid(),
+        gid: req.gid(),
+    }
+}
+
+impl PeakFuse {
+    /// The FUSE view of `client`.
+    pub fn new(client: Client) -> Self {
+        Self {
+            client: Mutex::new(client),
+            dirs: Mutex::new(HashMap::new()),
+            next_dir: AtomicU64::new(1),
+        }
+    }
+
+    fn client(&self) -> MutexGuard<'_, Client> {
+        // A panic in a call leaves at worst a stale open-file entry: keep serving.
+        self.client.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn dirs(&self) -> MutexGuard<'_, HashMap<u64, Arc<Vec<Entry>>>> {
+        self.dirs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn reply_entry(reply: ReplyEntry, r: Result<Attr, ClientError>) {
+        match r {
+            Ok(a) => reply.entry_with_ttls(&ATTR_TTL, &ENTRY_TTL, &to_attr(&a), Generation(0)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    /// Sets mtime (and so ctime: every SETATTR sets it) of directories whose entries
+    /// changed, and ctime of a renamed inode (`mtime: false`). The servers do not touch a
+    /// parent on CREATE/UNLINK (the parent inode usually lives on another slice, §III-C1),
+    /// so the FUSE layer pays one SETATTR per changed directory for POSIX times; the library
+    /// calls (and `peakfs bench`) do not.
+    fn touch(&self, inos: &[u64], mtime: bool) {
+        let now = to_ns(SystemTime::now());
+        let mut c = self.client();
+        for &ino in inos {
+            let set = SetAttr {
+                mtime_ns: mtime.then_some(now),
+                ..SetAttr::default()
+            };
+            if let Err(e) = c.setattr(ino, set) {
+                tracing::debug!(ino, "time update failed: {e}");
+            }
+        }
+    }
+
+    /// Replies to a call that created an entry in `parent`, updating the parent's times.
+    fn reply_new(&self, reply: ReplyEntry, parent: u64, r: Result<Attr, ClientError>) {
+        if r.is_ok() {
+            self.touch(&[parent], true);
+        }
+        Self::reply_entry(reply, r);
+    }
+
+    /// Replies to a call that removed an entry of `parent`, updating the parent's times.
+    fn reply_removed(&self, reply: ReplyEmpty, parent: u64, r: Result<(), ClientError>) {
+        if r.is_ok() {
+            self.touch(&[parent], true);
+        }
+        Self::reply_empty(reply, r);
+    }
+
+    fn reply_empty(reply: ReplyEmpty, r: Result<(), ClientError>) {
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    /// The group a new inode in `parent` gets: the parent's on a set-group-ID directory.
+    fn creator(&self, req: &Request, parent: u64) -> Result<(Caller, bool), ClientError> {
+        let mut who = caller(req);
+        let p = self.client().getattr(parent)?;
+        let sgid = p.mode & libc::S_ISGID != 0;
+        if sgid {
+            who.gid = p.gid;
+        }
+        Ok((who, sgid))
+    }
+}
+
+fn perm(mode: u32, umask: u32) -> u32 {
+    mode & !umask & 0o7777
+}
+
+impl fuser::Filesystem for PeakFuse {
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        Self::reply_entry(reply, self.client().lookup(parent.0, name.as_bytes()));
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.client().getattr(ino.0) {
+            Ok(a) => reply.attr(&ATTR_TTL, &to_attr(&a)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let set = SetAttr {
+            mode: mode.map(|m| m & 0o7777),
+            uid,
+            gid,
+            size,
+            extend_to: None,
+            atime_ns: atime.map(time_or_now),
+            mtime_ns: mtime.map(time_or_now),
+        };
+        match self.client().setattr(ino.0, set) {
+            Ok(a) => reply.attr(&ATTR_TTL, &to_attr(&a)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let ty = match mode & libc::S_IFMT {
+            0 => libc::S_IFREG,
+            libc::S_IFDIR => return reply.error(Errno::EINVAL),
+            t => t,
+        };
+        let r = self.creator(req, parent.0).and_then(|(who, _)| {
+            self.client()
+                .mknod_at(parent.0, name.as_bytes(), ty | perm(mode, umask), true, who)
+        });
+        self.reply_new(reply, parent.0, r);
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        // A symlink is an inode of type S_IFLNK whose data is the target.
+        let r = self.creator(req, parent.0).and_then(|(who, _)| {
+            let mut c = self.client();
+            let a = c.mknod_at(
+                parent.0,
+                link_name.as_bytes(),
+                libc::S_IFLNK | 0o777,
+                true,
+                who,
+            )?;
+            let fd = c.open_ino(a.ino, libc::O_WRONLY)?;
+            let w = c.pwrite(fd, target.as_os_str().as_bytes(), 0);
+            c.close(fd)?;
+            w?;
+            c.getattr(a.ino)
+        });
+        self.reply_new(reply, parent.0, r);
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        let mut c = self.client();
+        let r = c.open_ino(ino.0, libc::O_RDONLY).and_then(|fd| {
+            let d = c.pread(fd, libc::PATH_MAX as usize, 0);
+            c.close(fd)?;
+            d
+        });
+        match r {
+            Ok(d) => reply.data(&d),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let r = self.creator(req, parent.0).and_then(|(who, sgid)| {
+            let mut mode = perm(mode, umask);
+            if sgid {
+                mode |= libc::S_ISGID;
+            }
+            self.client()
+                .mkdir_at(parent.0, name.as_bytes(), mode, who, None)
+        });
+        self.reply_new(reply, parent.0, r);
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let r = self.client().unlink_at(parent.0, name.as_bytes());
+        self.reply_removed(reply, parent.0, r);
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let r = self.client().rmdir_at(parent.0, name.as_bytes());
+        self.reply_removed(reply, parent.0, r);
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        if flags.intersects(RenameFlags::RENAME_EXCHANGE | RenameFlags::RENAME_WHITEOUT) {
+            return reply.error(Errno::EINVAL);
+        }
+        let mut c = self.client();
+        if flags.contains(RenameFlags::RENAME_NOREPLACE)
+            && c.lookup(newparent.0, newname.as_bytes()).is_ok()
+        {
+            return reply.error(Errno::EEXIST);
+        }
+        let r = c.rename_at(parent.0, name.as_bytes(), newparent.0, newname.as_bytes());
+        let moved = c.lookup(newparent.0, newname.as_bytes()).map(|a| a.ino);
+        drop(c);
+        if r.is_ok() {
+            self.touch(
+                &[parent.0, newparent.0][..if parent == newparent { 1 } else { 2 }],
+                true,
+            );
+            if let Ok(ino) = moved {
+                self.touch(&[ino], false);
+            }
+        }
+        Self::reply_empty(reply, r);
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        match self.client().open_ino(ino.0, flags.0) {
+            Ok(fd) => reply.opened(FileHandle(fd), FopenFlags::empty()),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        match self.client().pread(fh.0, size as usize, offset) {
+            Ok(d) => reply.data(&d),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        match self.client().pwrite(fh.0, data, offset) {
+            Ok(n) => reply.written(u32::try_from(n).unwrap_or(u32::MAX)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        // close(2): commit, so that the data is visible to every client.
+        Self::reply_empty(reply, self.client().flush(fh.0));
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        Self::reply_empty(reply, self.client().close(fh.0));
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        Self::reply_empty(reply, self.client().fsync(fh.0));
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match self.client().readdir_ino(ino.0) {
+            Ok(entries) => {
+                let fh = self.next_dir.fetch_add(1, Ordering::Relaxed);
+                self.dirs().insert(fh, Arc::new(entries));
+                reply.opened(FileHandle(fh), FopenFlags::empty());
+            }
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        // A rewind (offset 0) takes a fresh snapshot, so rewinddir sees new entries.
+        let cached = if offset == 0 {
+            None
+        } else {
+            self.dirs().get(&fh.0).cloned()
+        };
+        let entries = match cached {
+            Some(e) => e,
+            None => match self.client().readdir_ino(ino.0) {
+                Ok(e) => {
+                    let e = Arc::new(e);
+                    self.dirs().insert(fh.0, Arc::clone(&e));
+                    e
+                }
+                Err(e) => return reply.error(errno(&e)),
+            },
+        };
+        let dots = [
+            (ino, fuser::FileType::Directory, OsStr::new(".")),
+            (ino, fuser::FileType::Directory, OsStr::new("..")),
+        ];
+        let all = dots.into_iter().chain(
+            entries
+                .iter()
+                .map(|e| (INodeNo(e.ino), kind(e.mode), OsStr::from_bytes(&e.name))),
+        );
+        for (i, (ino, kind, name)) in all.enumerate().skip(offset as usize) {
+            if reply.add(ino, i as u64 + 1, kind, name) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        self.dirs().remove(&fh.0);
+        reply.ok();
+    }
+
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        // Metadata operations are applied at the server when they return.
+        reply.ok();
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        match self.client().statfs() {
+            Ok(s) => {
+                let b = u64::from(BLKSIZE);
+                let free = s.bytes_total.saturating_sub(s.bytes_used) / b;
+                let ffree = s.inodes_total.saturating_sub(s.inodes_used);
+                reply.statfs(
+                    s.bytes_total / b,
+                    free,
+                    free,
+                    s.inodes_total,
+                    ffree,
+                    BLKSIZE,
+                    255,
+                    BLKSIZE,
+                );
+            }
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let start = to_ns(SystemTime::now());
+        let r = self.creator(req, parent.0).and_then(|(who, _)| {
+            self.client()
+                .create_open_at(parent.0, name.as_bytes(), perm(mode, umask), flags, who)
+        });
+        // A new inode has ctime ≥ start; an existing one opened with O_CREAT does not.
+        if matches!(&r, Ok((_, a)) if a.ctime_ns >= start) {
+            self.touch(&[parent.0], true);
+        }
+        match r {
+            Ok((fd, a)) => reply.created(
+                &ATTR_TTL,
+                &to_attr(&a),
+                Generation(0),
+                FileHandle(fd),
+                FopenFlags::empty(),
+            ),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_round_trip_through_system_time() {
+        for ns in [0i64, 1, 1_795_000_000_123_456_789, -5_000_000_001] {
+            assert_eq!(to_ns(to_time(ns)), ns);
+        }
+    }
+
+    #[test]
+    fn attributes_keep_type_permissions_and_size() {
+        let a = Attr {
+            ino: 7,
+            mode: libc::S_IFDIR | 0o1755,
+            size: 1000,
+            nlink: 2,
+            ..Default::default()
+        };
+        let f = to_attr(&a);
+        assert_eq!(f.kind, fuser::FileType::Directory);
+        assert_eq!(f.perm, 0o1755);
+        assert_eq!((f.ino, f.size, f.blocks), (INodeNo(7), 1000, 2));
+    }
+}

@@ -1,0 +1,1392 @@
+//! pRPC messages (PeakFS §III-A, §III-D): the opcodes of every metadata and data operation and
+//! their request/reply payloads, carried in `fabric` frames.
+//!
+//! Every request payload starts with the request's characteristic value λ (u64, §III-C1): the
+//! client computes it with [`crate::placement::Layout`], sends the request to server
+//! `λ mod servers`, and that server's communicating thread forwards it to worker
+//! `λ / servers mod workers`. All integers are little-endian; a name is the rest of the
+//! payload or length-prefixed (u16) when another name follows. Failures come back as fabric
+//! `ERROR` frames whose code is [`Errno::error_code`] (`USER_FIRST + errno`).
+//!
+//! Decoding never panics: any short, long or out-of-range payload is a [`ProtoError`].
+
+use fabric::{ErrorCode, Opcode};
+
+use crate::placement::{Hint, PlacementError};
+
+/// Longest name component.
+pub const NAME_MAX: usize = 255;
+/// Largest data payload of one WRITE or READ (fabric's default frame limit is 16 MiB + 4 KiB).
+pub const MAX_IO: u32 = 16 << 20;
+/// Bytes of an encoded [`Attr`].
+pub const ATTR_BYTES: usize = 64;
+
+/// pRPC opcodes.
+pub mod op {
+    use fabric::Opcode;
+    /// Look a name up in a directory slice.
+    pub const LOOKUP: Opcode = Opcode(0x0101);
+    /// Create a dentry and its inode here (file; or directory of a bigdir).
+    pub const CREATE: Opcode = Opcode(0x0102);
+    /// Allocate an inode without a dentry (a regular directory's sub-directory).
+    pub const MKINODE: Opcode = Opcode(0x0103);
+    /// Insert a dentry naming an existing (possibly remote) inode.
+    pub const LINK: Opcode = Opcode(0x0104);
+    /// Attributes by ino.
+    pub const GETATTR: Opcode = Opcode(0x0105);
+    /// Change attributes by ino.
+    pub const SETATTR: Opcode = Opcode(0x0106);
+    /// List this slice's entries of a directory.
+    pub const READDIR: Opcode = Opcode(0x0107);
+    /// Remove a dentry (and its inode when it is here and unreferenced).
+    pub const UNLINK: Opcode = Opcode(0x0108);
+    /// Remove a free-standing inode by ino (a directory only when it is empty here).
+    pub const RMINODE: Opcode = Opcode(0x0109);
+    /// Seal or unseal a directory on this slice before rmdir of a bigdir.
+    pub const DIRSEAL: Opcode = Opcode(0x010A);
+    /// Rename within one slice.
+    pub const RENAME: Opcode = Opcode(0x010B);
+    /// Open a file (checks it, returns attributes).
+    pub const OPEN: Opcode = Opcode(0x010C);
+    /// Close a file (drops server read-ahead state).
+    pub const CLOSE: Opcode = Opcode(0x010D);
+    /// Write bytes of a file piece.
+    pub const WRITE: Opcode = Opcode(0x0201);
+    /// Read bytes of a file piece.
+    pub const READ: Opcode = Opcode(0x0202);
+    /// Make this slice's writes durable.
+    pub const FSYNC: Opcode = Opcode(0x0203);
+    /// Drop data beyond a size on this slice (and set the size if the inode is here).
+    pub const TRUNCATE: Opcode = Opcode(0x0204);
+    /// Capacity and usage of this slice.
+    pub const STATFS: Opcode = Opcode(0x0205);
+    /// Fabric's echo (answered with the same payload, no λ).
+    pub const ECHO: Opcode = Opcode::ECHO;
+    /// Every PeakFS opcode that carries a λ.
+    pub const ALL: [Opcode; 18] = [
+        LOOKUP, CREATE, MKINODE, LINK, GETATTR, SETATTR, READDIR, UNLINK, RMINODE, DIRSEAL, RENAME,
+        OPEN, CLOSE, WRITE, READ, FSYNC, TRUNCATE, STATFS,
+    ];
+    /// Short name of an opcode for logs and benchmark tables.
+    pub fn name(op: Opcode) -> &'static str {
+        match op {
+            LOOKUP => "lookup",
+            CREATE => "create",
+            MKINODE => "mkinode",
+            LINK => "link",
+            GETATTR => "getattr",
+            SETATTR => "setattr",
+            READDIR => "readdir",
+            UNLINK => "unlink",
+            RMINODE => "rminode",
+            DIRSEAL => "dirseal",
+            RENAME => "rename",
+            OPEN => "open",
+            CLOSE => "close",
+            WRITE => "write",
+            READ => "read",
+            FSYNC => "fsync",
+            TRUNCATE => "truncate",
+            STATFS => "statfs",
+            ECHO => "echo",
+            _ => "unknown",
+        }
+    }
+}
+
+/// Errors decoding a pRPC payload.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProtoError {
+    /// the payload ends before a field
+    #[error("payload truncated: {field} needs {need} bytes, {have} left")]
+    Truncated {
+        /// the field being read
+        field: &'static str,
+        /// bytes it needs
+        need: usize,
+        /// bytes left
+        have: usize,
+    },
+    /// bytes after the last field
+    #[error("{0} trailing bytes after the message")]
+    Trailing(usize),
+    /// a name is empty, too long, or holds '/' or NUL
+    #[error("invalid name of {len} bytes (1..=255, no '/' or NUL)")]
+    BadName {
+        /// its length
+        len: usize,
+    },
+    /// a field holds a value outside its range
+    #[error("field {field} holds invalid value {value}")]
+    BadValue {
+        /// the field
+        field: &'static str,
+        /// the value
+        value: u64,
+    },
+    /// not a PeakFS opcode
+    #[error("unknown opcode {0:#06x}")]
+    UnknownOpcode(u16),
+    /// bad distribution hint
+    #[error(transparent)]
+    Hint(#[from] PlacementError),
+}
+
+impl ProtoError {
+    /// The errno a server answers a request it cannot decode with.
+    pub fn errno(&self) -> Errno {
+        match self {
+            ProtoError::BadName { len } if *len > NAME_MAX => Errno::ENAMETOOLONG,
+            ProtoError::UnknownOpcode(_) => Errno::ENOSYS,
+            _ => Errno::EINVAL,
+        }
+    }
+}
+
+/// A POSIX errno carried in error replies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Errno(pub i32);
+
+impl Errno {
+    /// No such file or directory.
+    pub const ENOENT: Errno = Errno(libc::ENOENT);
+    /// File exists.
+    pub const EEXIST: Errno = Errno(libc::EEXIST);
+    /// Not a directory.
+    pub const ENOTDIR: Errno = Errno(libc::ENOTDIR);
+    /// Is a directory.
+    pub const EISDIR: Errno = Errno(libc::EISDIR);
+    /// Directory not empty.
+    pub const ENOTEMPTY: Errno = Errno(libc::ENOTEMPTY);
+    /// Invalid argument (also: undecodable request).
+    pub const EINVAL: Errno = Errno(libc::EINVAL);
+    /// No space left.
+    pub const ENOSPC: Errno = Errno(libc::ENOSPC);
+    /// I/O error (device or corrupt metadata).
+    pub const EIO: Errno = Errno(libc::EIO);
+    /// Name too long.
+    pub const ENAMETOOLONG: Errno = Errno(libc::ENAMETOOLONG);
+    /// The request reached a server or worker that does not own its λ (stale cluster view).
+    pub const ESTALE: Errno = Errno(libc::ESTALE);
+    /// Operation crosses slices: the client must run the multi-step protocol.
+    pub const EXDEV: Errno = Errno(libc::EXDEV);
+    /// Not implemented.
+    pub const ENOSYS: Errno = Errno(libc::ENOSYS);
+    /// Server busy (queues full); retry.
+    pub const EAGAIN: Errno = Errno(libc::EAGAIN);
+    /// Value too large (offset + length overflows).
+    pub const EFBIG: Errno = Errno(libc::EFBIG);
+
+    /// The fabric error code of this errno.
+    pub fn error_code(self) -> ErrorCode {
+        ErrorCode(ErrorCode::USER_FIRST + self.0.unsigned_abs())
+    }
+
+    /// The errno of a fabric error code: PeakFS codes map back, fabric's own codes map to
+    /// `EINVAL` (malformed/oversize), `ENOSYS` (unknown opcode) or `EIO`.
+    pub fn from_error_code(code: ErrorCode) -> Errno {
+        match code {
+            ErrorCode::MALFORMED | ErrorCode::OVERSIZE => Errno::EINVAL,
+            ErrorCode::UNKNOWN_OPCODE => Errno::ENOSYS,
+            ErrorCode(c) if c > ErrorCode::USER_FIRST && c - ErrorCode::USER_FIRST < 4096 => {
+                Errno((c - ErrorCode::USER_FIRST) as i32)
+            }
+            _ => Errno::EIO,
+        }
+    }
+}
+
+impl std::fmt::Display for Errno {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", std::io::Error::from_raw_os_error(self.0))
+    }
+}
+
+/// Attributes of an inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Attr {
+    /// Inode number.
+    pub ino: u64,
+    /// Type and permission bits (`S_IFREG | 0o644`).
+    pub mode: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Links.
+    pub nlink: u32,
+    /// Bytes.
+    pub size: u64,
+    /// Access time, ns since the epoch.
+    pub atime_ns: i64,
+    /// Modification time, ns since the epoch.
+    pub mtime_ns: i64,
+    /// Status change time, ns since the epoch.
+    pub ctime_ns: i64,
+    /// Distribution hints.
+    pub hint: Hint,
+}
+
+impl Attr {
+    /// True for a directory.
+    pub fn is_dir(&self) -> bool {
+        is_dir_mode(self.mode)
+    }
+
+    fn put(&self, w: &mut Vec<u8>) {
+        let start = w.len();
+        w.extend_from_slice(&self.ino.to_le_bytes());
+        w.extend_from_slice(&self.mode.to_le_bytes());
+        w.extend_from_slice(&self.uid.to_le_bytes());
+        w.extend_from_slice(&self.gid.to_le_bytes());
+        w.extend_from_slice(&self.nlink.to_le_bytes());
+        w.extend_from_slice(&self.size.to_le_bytes());
+        w.extend_from_slice(&self.atime_ns.to_le_bytes());
+        w.extend_from_slice(&self.mtime_ns.to_le_bytes());
+        w.extend_from_slice(&self.ctime_ns.to_le_bytes());
+        w.push(self.hint.to_byte());
+        w.resize(start + ATTR_BYTES, 0);
+    }
+
+    fn get(r: &mut Reader<'_>) -> Result<Self, ProtoError> {
+        let b = r.bytes("attr", ATTR_BYTES)?;
+        let mut a = Reader(b);
+        Ok(Self {
+            ino: a.u64("ino")?,
+            mode: a.u32("mode")?,
+            uid: a.u32("uid")?,
+            gid: a.u32("gid")?,
+            nlink: a.u32("nlink")?,
+            size: a.u64("size")?,
+            atime_ns: a.i64("atime")?,
+            mtime_ns: a.i64("mtime")?,
+            ctime_ns: a.i64("ctime")?,
+            hint: Hint::from_byte(a.u8("hint")?)?,
+        })
+    }
+}
+
+/// True if `mode` is a directory's.
+pub fn is_dir_mode(mode: u32) -> bool {
+    mode & libc::S_IFMT == libc::S_IFDIR
+}
+
+/// Which attributes a SETATTR changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SetAttr {
+    /// New permission bits (the type bits are kept).
+    pub mode: Option<u32>,
+    /// New owner.
+    pub uid: Option<u32>,
+    /// New group.
+    pub gid: Option<u32>,
+    /// New size (metadata only: data beyond it is dropped with TRUNCATE on the data slices).
+    pub size: Option<u64>,
+    /// Raise the size to at least this (commit of pipelined writes at fsync/close).
+    pub extend_to: Option<u64>,
+    /// New access time.
+    pub atime_ns: Option<i64>,
+    /// New modification time.
+    pub mtime_ns: Option<i64>,
+}
+
+/// One directory entry of a READDIR reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DirEntry<'a> {
+    /// The child's ino.
+    pub ino: u64,
+    /// The child's mode (type bits at least).
+    pub mode: u32,
+    /// The name.
+    pub name: &'a [u8],
+}
+
+/// What an UNLINK, LINK (replace) or RENAME removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Removed {
+    /// The unlinked ino.
+    pub ino: u64,
+    /// Its mode.
+    pub mode: u32,
+    /// Its size when the inode was on this slice (0 otherwise): the client frees the data
+    /// pieces of `[0, size)` on other slices with TRUNCATE.
+    pub size: u64,
+    /// The inode was on this slice and was freed with its local data; otherwise the client
+    /// frees it at its home (RMINODE) unless it keeps it (rename).
+    pub inode_freed: bool,
+}
+
+/// Capacity and usage of one slice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StatFs {
+    /// Bytes of data pages.
+    pub bytes_total: u64,
+    /// Bytes of data pages in use.
+    pub bytes_used: u64,
+    /// Inode slots.
+    pub inodes_total: u64,
+    /// Inodes in use.
+    pub inodes_used: u64,
+}
+
+/// UNLINK flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct UnlinkFlags {
+    /// The entry must be a directory (rmdir); otherwise it must not be one (unlink).
+    pub dir: bool,
+    /// Remove only the dentry, keep the inode (second step of a cross-slice rename).
+    pub keep_inode: bool,
+}
+
+/// A decoded request (without its λ).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Request<'a> {
+    /// [`op::LOOKUP`]: reply [`Reply::Lookup`].
+    Lookup {
+        /// Parent directory.
+        pino: u64,
+        /// Name.
+        name: &'a [u8],
+    },
+    /// [`op::CREATE`]: reply [`Reply::Attr`]; EEXIST if the name exists and `excl`, else the
+    /// existing entry's attributes (open with O_CREAT).
+    Create {
+        /// Parent directory.
+        pino: u64,
+        /// Type and permissions.
+        mode: u32,
+        /// Owner.
+        uid: u32,
+        /// Group.
+        gid: u32,
+        /// Hints of the new inode.
+        hint: Hint,
+        /// Fail if it exists.
+        excl: bool,
+        /// Name.
+        name: &'a [u8],
+    },
+    /// [`op::MKINODE`]: reply [`Reply::Attr`].
+    MkInode {
+        /// Type and permissions.
+        mode: u32,
+        /// Owner.
+        uid: u32,
+        /// Group.
+        gid: u32,
+        /// Hints.
+        hint: Hint,
+    },
+    /// [`op::LINK`]: reply [`Reply::Removed`] (the replaced entry, if `replace`).
+    Link {
+        /// Parent directory.
+        pino: u64,
+        /// The inode the dentry names.
+        ino: u64,
+        /// Its mode.
+        mode: u32,
+        /// Replace an existing entry (rename) instead of failing with EEXIST.
+        replace: bool,
+        /// Name.
+        name: &'a [u8],
+    },
+    /// [`op::GETATTR`]: reply [`Reply::Attr`].
+    GetAttr {
+        /// The inode.
+        ino: u64,
+    },
+    /// [`op::SETATTR`]: reply [`Reply::Attr`].
+    SetAttr {
+        /// The inode.
+        ino: u64,
+        /// Changes.
+        set: SetAttr,
+    },
+    /// [`op::READDIR`]: reply [`Reply::Entries`].
+    ReadDir {
+        /// Directory.
+        pino: u64,
+        /// At most this many entries.
+        max: u32,
+        /// Continue after this name (the last one of the previous reply); empty: from the
+        /// start. Entries come in name order.
+        after: &'a [u8],
+    },
+    /// [`op::UNLINK`]: reply [`Reply::Removed`] (always `Some`).
+    Unlink {
+        /// Parent directory.
+        pino: u64,
+        /// Flags.
+        flags: UnlinkFlags,
+        /// Name.
+        name: &'a [u8],
+    },
+    /// [`op::RMINODE`]: reply [`Reply::Empty`]; ENOTEMPTY for a directory with entries here.
+    RmInode {
+        /// The inode.
+        ino: u64,
+    },
+    /// [`op::DIRSEAL`]: reply [`Reply::Count`] (entries of `pino` on this slice). While
+    /// sealed, CREATE/LINK into `pino` on this slice fail with ENOENT.
+    DirSeal {
+        /// Directory.
+        pino: u64,
+        /// Seal (true) or unseal.
+        seal: bool,
+    },
+    /// [`op::RENAME`]: reply [`Reply::Removed`] (the replaced target); EXDEV when the two
+    /// names are not both on this slice.
+    Rename {
+        /// Source directory.
+        src_pino: u64,
+        /// Target directory.
+        dst_pino: u64,
+        /// Source name.
+        src_name: &'a [u8],
+        /// Target name.
+        dst_name: &'a [u8],
+    },
+    /// [`op::OPEN`]: reply [`Reply::Attr`].
+    Open {
+        /// The inode.
+        ino: u64,
+        /// open(2) flags (O_TRUNC truncates here).
+        flags: u32,
+    },
+    /// [`op::CLOSE`]: reply [`Reply::Empty`].
+    Close {
+        /// The inode.
+        ino: u64,
+    },
+    /// [`op::WRITE`]: reply [`Reply::Written`].
+    Write {
+        /// The file.
+        ino: u64,
+        /// File offset of the first byte.
+        offset: u64,
+        /// The bytes (the rest of the payload).
+        data: &'a [u8],
+    },
+    /// [`op::READ`]: reply [`Reply::Data`] (holes read as zeros; clipped at the size only if
+    /// the inode is on this slice).
+    Read {
+        /// The file.
+        ino: u64,
+        /// File offset.
+        offset: u64,
+        /// Bytes wanted (≤ [`MAX_IO`]).
+        len: u32,
+    },
+    /// [`op::FSYNC`]: reply [`Reply::Empty`] once every acknowledged write on this slice is
+    /// durable.
+    Fsync {
+        /// The file (0: the whole slice).
+        ino: u64,
+    },
+    /// [`op::TRUNCATE`]: reply [`Reply::Empty`].
+    Truncate {
+        /// The file.
+        ino: u64,
+        /// New size.
+        size: u64,
+    },
+    /// [`op::STATFS`]: reply [`Reply::StatFs`].
+    StatFs,
+}
+
+impl<'a> Request<'a> {
+    /// The opcode of this request.
+    pub fn opcode(&self) -> Opcode {
+        match self {
+            Request::Lookup { .. } => op::LOOKUP,
+            Request::Create { .. } => op::CREATE,
+            Request::MkInode { .. } => op::MKINODE,
+            Request::Link { .. } => op::LINK,
+            Request::GetAttr { .. } => op::GETATTR,
+            Request::SetAttr { .. } => op::SETATTR,
+            Request::ReadDir { .. } => op::READDIR,
+            Request::Unlink { .. } => op::UNLINK,
+            Request::RmInode { .. } => op::RMINODE,
+            Request::DirSeal { .. } => op::DIRSEAL,
+            Request::Rename { .. } => op::RENAME,
+            Request::Open { .. } => op::OPEN,
+            Request::Close { .. } => op::CLOSE,
+            Request::Write { .. } => op::WRITE,
+            Request::Read { .. } => op::READ,
+            Request::Fsync { .. } => op::FSYNC,
+            Request::Truncate { .. } => op::TRUNCATE,
+            Request::StatFs => op::STATFS,
+        }
+    }
+
+    /// Appends λ and the request's fields to `out`, except a WRITE's data, which the caller
+    /// sends as a second slice (zero copy): the payload is `out ++ data`.
+    pub fn encode_head(&self, lambda: u64, out: &mut Vec<u8>) {
+        out.extend_from_slice(&lambda.to_le_bytes());
+        let w = out;
+        match *self {
+            Request::Lookup { pino, name } => {
+                put_u64(w, pino);
+                w.extend_from_slice(name);
+            }
+            Request::Create {
+                pino,
+                mode,
+                uid,
+                gid,
+                hint,
+                excl,
+                name,
+            } => {
+                put_u64(w, pino);
+                put_u32(w, mode);
+                put_u32(w, uid);
+                put_u32(w, gid);
+                w.push(hint.to_byte());
+                w.push(u8::from(excl));
+                w.extend_from_slice(name);
+            }
+            Request::MkInode {
+                mode,
+                uid,
+                gid,
+                hint,
+            } => {
+                put_u32(w, mode);
+                put_u32(w, uid);
+                put_u32(w, gid);
+                w.push(hint.to_byte());
+            }
+            Request::Link {
+                pino,
+                ino,
+                mode,
+                replace,
+                name,
+            } => {
+                put_u64(w, pino);
+                put_u64(w, ino);
+                put_u32(w, mode);
+                w.push(u8::from(replace));
+                w.extend_from_slice(name);
+            }
+            Request::GetAttr { ino }
+            | Request::RmInode { ino }
+            | Request::Close { ino }
+            | Request::Fsync { ino } => put_u64(w, ino),
+            Request::SetAttr { ino, set } => {
+                put_u64(w, ino);
+                let mut mask = 0u8;
+                for (bit, on) in [
+                    set.mode.is_some(),
+                    set.uid.is_some(),
+                    set.gid.is_some(),
+                    set.size.is_some(),
+                    set.extend_to.is_some(),
+                    set.atime_ns.is_some(),
+                    set.mtime_ns.is_some(),
+                ]
+                .into_iter()
+                .enumerate()
+                {
+                    mask |= u8::from(on) << bit;
+                }
+                w.push(mask);
+                put_u32(w, set.mode.unwrap_or(0));
+                put_u32(w, set.uid.unwrap_or(0));
+                put_u32(w, set.gid.unwrap_or(0));
+                put_u64(w, set.size.unwrap_or(0));
+                put_u64(w, set.extend_to.unwrap_or(0));
+                put_u64(w, set.atime_ns.unwrap_or(0) as u64);
+                put_u64(w, set.mtime_ns.unwrap_or(0) as u64);
+            }
+            Request::ReadDir { pino, max, after } => {
+                put_u64(w, pino);
+                put_u32(w, max);
+                w.extend_from_slice(after);
+            }
+            Request::Unlink { pino, flags, name } => {
+                put_u64(w, pino);
+                w.push(u8::from(flags.dir) | (u8::from(flags.keep_inode) << 1));
+                w.extend_from_slice(name);
+            }
+            Request::DirSeal { pino, seal } => {
+                put_u64(w, pino);
+                w.push(u8::from(seal));
+            }
+            Request::Rename {
+                src_pino,
+                dst_pino,
+                src_name,
+                dst_name,
+            } => {
+                put_u64(w, src_pino);
+                put_u64(w, dst_pino);
+                // Names are checked to be ≤ 255 bytes by the decoder; a longer one is sent
+                // with a truncated length and rejected there.
+                put_u16(w, src_name.len().min(u16::MAX as usize) as u16);
+                w.extend_from_slice(src_name);
+                w.extend_from_slice(dst_name);
+            }
+            Request::Open { ino, flags } => {
+                put_u64(w, ino);
+                put_u32(w, flags);
+            }
+            Request::Write { ino, offset, .. } => {
+                put_u64(w, ino);
+                put_u64(w, offset);
+            }
+            Request::Read { ino, offset, len } => {
+                put_u64(w, ino);
+                put_u64(w, offset);
+                put_u32(w, len);
+            }
+            Request::Truncate { ino, size } => {
+                put_u64(w, ino);
+                put_u64(w, size);
+            }
+            Request::StatFs => {}
+        }
+    }
+
+    /// The whole payload (λ, fields and a WRITE's data) in one vector.
+    pub fn encode(&self, lambda: u64) -> Vec<u8> {
+        let mut out = Vec::with_capacity(64);
+        self.encode_head(lambda, &mut out);
+        if let Request::Write { data, .. } = self {
+            out.extend_from_slice(data);
+        }
+        out
+    }
+
+    /// Parses the payload of a request with opcode `opcode` into (λ, request).
+    pub fn decode(opcode: Opcode, payload: &'a [u8]) -> Result<(u64, Self), ProtoError> {
+        let mut r = Reader(payload);
+        let lambda = r.u64("lambda")?;
+        let req = match opcode {
+            op::LOOKUP => Request::Lookup {
+                pino: r.u64("pino")?,
+                name: r.name_rest()?,
+            },
+            op::CREATE => Request::Create {
+                pino: r.u64("pino")?,
+                mode: r.u32("mode")?,
+                uid: r.u32("uid")?,
+                gid: r.u32("gid")?,
+                hint: Hint::from_byte(r.u8("hint")?)?,
+                excl: r.bool("excl")?,
+                name: r.name_rest()?,
+            },
+            op::MKINODE => Request::MkInode {
+                mode: r.u32("mode")?,
+                uid: r.u32("uid")?,
+                gid: r.u32("gid")?,
+                hint: Hint::from_byte(r.u8("hint")?)?,
+            },
+            op::LINK => Request::Link {
+                pino: r.u64("pino")?,
+                ino: r.u64("ino")?,
+                mode: r.u32("mode")?,
+                replace: r.bool("replace")?,
+                name: r.name_rest()?,
+            },
+            op::GETATTR => Request::GetAttr { ino: r.u64("ino")? },
+            op::RMINODE => Request::RmInode { ino: r.u64("ino")? },
+            op::CLOSE => Request::Close { ino: r.u64("ino")? },
+            op::FSYNC => Request::Fsync { ino: r.u64("ino")? },
+            op::SETATTR => {
+                let ino = r.u64("ino")?;
+                let mask = r.u8("mask")?;
+                if mask >> 7 != 0 {
+                    return Err(ProtoError::BadValue {
+                        field: "mask",
+                        value: mask.into(),
+                    });
+                }
+                let on = |bit: u8| mask & (1 << bit) != 0;
+                let (mode, uid, gid) = (r.u32("mode")?, r.u32("uid")?, r.u32("gid")?);
+                let (size, extend_to) = (r.u64("size")?, r.u64("extend_to")?);
+                let (atime, mtime) = (r.i64("atime")?, r.i64("mtime")?);
+                Request::SetAttr {
+                    ino,
+                    set: SetAttr {
+                        mode: on(0).then_some(mode),
+                        uid: on(1).then_some(uid),
+                        gid: on(2).then_some(gid),
+                        size: on(3).then_some(size),
+                        extend_to: on(4).then_some(extend_to),
+                        atime_ns: on(5).then_some(atime),
+                        mtime_ns: on(6).then_some(mtime),
+                    },
+                }
+            }
+            op::READDIR => {
+                let pino = r.u64("pino")?;
+                let max = r.u32("max")?;
+                let after = r.rest();
+                if !after.is_empty() {
+                    check_name(after)?;
+                }
+                Request::ReadDir { pino, max, after }
+            }
+            op::UNLINK => {
+                let pino = r.u64("pino")?;
+                let f = r.u8("flags")?;
+                if f >> 2 != 0 {
+                    return Err(ProtoError::BadValue {
+                        field: "flags",
+                        value: f.into(),
+                    });
+                }
+                let flags = UnlinkFlags {
+                    dir: f & 1 != 0,
+                    keep_inode: f & 2 != 0,
+                };
+                Request::Unlink {
+                    pino,
+                    flags,
+                    name: r.name_rest()?,
+                }
+            }
+            op::DIRSEAL => Request::DirSeal {
+                pino: r.u64("pino")?,
+                seal: r.bool("seal")?,
+            },
+            op::RENAME => {
+                let src_pino = r.u64("src_pino")?;
+                let dst_pino = r.u64("dst_pino")?;
+                let src_len = usize::from(r.u16("src_len")?);
+                let src_name = check_name(r.bytes("src_name", src_len)?)?;
+                Request::Rename {
+                    src_pino,
+                    dst_pino,
+                    src_name,
+                    dst_name: r.name_rest()?,
+                }
+            }
+            op::OPEN => Request::Open {
+                ino: r.u64("ino")?,
+                flags: r.u32("flags")?,
+            },
+            op::WRITE => {
+                let ino = r.u64("ino")?;
+                let offset = r.u64("offset")?;
+                let data = r.rest();
+                check_range(offset, data.len() as u64)?;
+                Request::Write { ino, offset, data }
+            }
+            op::READ => {
+                let (ino, offset, len) = (r.u64("ino")?, r.u64("offset")?, r.u32("len")?);
+                if len > MAX_IO {
+                    return Err(ProtoError::BadValue {
+                        field: "len",
+                        value: len.into(),
+                    });
+                }
+                check_range(offset, len.into())?;
+                Request::Read { ino, offset, len }
+            }
+            op::TRUNCATE => Request::Truncate {
+                ino: r.u64("ino")?,
+                size: r.u64("size")?,
+            },
+            op::STATFS => Request::StatFs,
+            other => return Err(ProtoError::UnknownOpcode(other.0)),
+        };
+        r.finish()?;
+        Ok((lambda, req))
+    }
+}
+
+/// A decoded reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply<'a> {
+    /// Attributes (CREATE, MKINODE, GETATTR, SETATTR, OPEN).
+    Attr(Attr),
+    /// LOOKUP: the child's ino and mode, and its attributes when its inode is on this slice.
+    Lookup {
+        /// The child.
+        ino: u64,
+        /// Its mode.
+        mode: u32,
+        /// Its attributes if the inode is here (else GETATTR at `home(ino)`).
+        attr: Option<Attr>,
+    },
+    /// READDIR: entries in name order; mode 0 means unknown (the inode is on another slice).
+    Entries {
+        /// More entries follow: call again with `after` = the last name.
+        more: bool,
+        /// The entries.
+        entries: Vec<DirEntry<'a>>,
+    },
+    /// UNLINK, LINK, RENAME: what was removed.
+    Removed(Option<Removed>),
+    /// DIRSEAL: entries held here.
+    Count(u64),
+    /// WRITE: bytes written.
+    Written(u32),
+    /// READ: the bytes.
+    Data(&'a [u8]),
+    /// STATFS.
+    StatFs(StatFs),
+    /// RMINODE, CLOSE, FSYNC, TRUNCATE.
+    Empty,
+}
+
+impl<'a> Reply<'a> {
+    /// Appends the reply payload to `out` (a READ's bytes are better sent as their own slice:
+    /// the payload of [`Reply::Data`] is just the bytes).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        match self {
+            Reply::Attr(a) => a.put(out),
+            Reply::Lookup { ino, mode, attr } => {
+                put_u64(out, *ino);
+                put_u32(out, *mode);
+                out.push(u8::from(attr.is_some()));
+                if let Some(a) = attr {
+                    a.put(out);
+                }
+            }
+            Reply::Entries { more, entries } => {
+                out.push(u8::from(*more));
+                put_u32(out, entries.len() as u32);
+                for e in entries {
+                    put_u64(out, e.ino);
+                    put_u32(out, e.mode);
+                    out.push(e.name.len().min(255) as u8);
+                    out.extend_from_slice(&e.name[..e.name.len().min(255)]);
+                }
+            }
+            Reply::Removed(r) => {
+                out.push(u8::from(r.is_some()));
+                if let Some(r) = r {
+                    put_u64(out, r.ino);
+                    put_u32(out, r.mode);
+                    put_u64(out, r.size);
+                    out.push(u8::from(r.inode_freed));
+                }
+            }
+            Reply::Count(n) => put_u64(out, *n),
+            Reply::Written(n) => put_u32(out, *n),
+            Reply::Data(d) => out.extend_from_slice(d),
+            Reply::StatFs(s) => {
+                put_u64(out, s.bytes_total);
+                put_u64(out, s.bytes_used);
+                put_u64(out, s.inodes_total);
+                put_u64(out, s.inodes_used);
+            }
+            Reply::Empty => {}
+        }
+    }
+
+    /// Parses the payload of a (non-error) reply to a request with opcode `opcode`.
+    pub fn decode(opcode: Opcode, payload: &'a [u8]) -> Result<Self, ProtoError> {
+        let mut r = Reader(payload);
+        let reply = match opcode {
+            op::CREATE | op::MKINODE | op::GETATTR | op::SETATTR | op::OPEN => {
+                Reply::Attr(Attr::get(&mut r)?)
+            }
+            op::LOOKUP => {
+                let ino = r.u64("ino")?;
+                let mode = r.u32("mode")?;
+                let attr = if r.bool("has_attr")? {
+                    Some(Attr::get(&mut r)?)
+                } else {
+                    None
+                };
+                Reply::Lookup { ino, mode, attr }
+            }
+            op::READDIR => {
+                let more = r.bool("more")?;
+                let n = r.u32("count")? as usize;
+                // Each entry takes at least 14 bytes: bound the allocation by the payload.
+                let mut entries = Vec::with_capacity(n.min(payload.len() / 14));
+                for _ in 0..n {
+                    let ino = r.u64("entry ino")?;
+                    let mode = r.u32("entry mode")?;
+                    let len = usize::from(r.u8("entry name len")?);
+                    let name = check_name(r.bytes("entry name", len)?)?;
+                    entries.push(DirEntry { ino, mode, name });
+                }
+                Reply::Entries { more, entries }
+            }
+            op::UNLINK | op::LINK | op::RENAME => {
+                if r.bool("removed")? {
+                    Reply::Removed(Some(Removed {
+                        ino: r.u64("ino")?,
+                        mode: r.u32("mode")?,
+                        size: r.u64("size")?,
+                        inode_freed: r.bool("inode_freed")?,
+                    }))
+                } else {
+                    Reply::Removed(None)
+                }
+            }
+            op::DIRSEAL => Reply::Count(r.u64("count")?),
+            op::WRITE => Reply::Written(r.u32("written")?),
+            op::READ | op::ECHO => Reply::Data(r.rest()),
+            op::STATFS => Reply::StatFs(StatFs {
+                bytes_total: r.u64("bytes_total")?,
+                bytes_used: r.u64("bytes_used")?,
+                inodes_total: r.u64("inodes_total")?,
+                inodes_used: r.u64("inodes_used")?,
+            }),
+            op::RMINODE | op::CLOSE | op::FSYNC | op::TRUNCATE => Reply::Empty,
+            other => return Err(ProtoError::UnknownOpcode(other.0)),
+        };
+        r.finish()?;
+        Ok(reply)
+    }
+}
+
+/// Checks a name component: 1..=255 bytes, no '/' or NUL.
+pub fn check_name(name: &[u8]) -> Result<&[u8], ProtoError> {
+    if name.is_empty() || name.len() > NAME_MAX || name.iter().any(|&b| b == b'/' || b == 0) {
+        return Err(ProtoError::BadName { len: name.len() });
+    }
+    Ok(name)
+}
+
+fn check_range(offset: u64, len: u64) -> Result<(), ProtoError> {
+    // Offsets stay below 2^63 so that they fit off_t.
+    match offset.checked_add(len) {
+        Some(end) if end <= i64::MAX as u64 => Ok(()),
+        _ => Err(ProtoError::BadValue {
+            field: "offset",
+            value: offset,
+        }),
+    }
+}
+
+fn put_u16(w: &mut Vec<u8>, v: u16) {
+    w.extend_from_slice(&v.to_le_bytes());
+}
+
+fn put_u32(w: &mut Vec<u8>, v: u32) {
+    w.extend_from_slice(&v.to_le_bytes());
+}
+
+fn put_u64(w: &mut Vec<u8>, v: u64) {
+    w.extend_from_slice(&v.to_le_bytes());
+}
+
+/// A bounds-checked little-endian cursor.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn bytes(&mut self, field: &'static str, n: usize) -> Result<&'a [u8], ProtoError> {
+        if self.0.len() < n {
+            return Err(ProtoError::Truncated {
+                field,
+                need: n,
+                have: self.0.len(),
+            });
+        }
+        let (head, tail) = self.0.split_at(n);
+        self.0 = tail;
+        Ok(head)
+    }
+
+    fn array<const N: usize>(&mut self, field: &'static str) -> Result<[u8; N], ProtoError> {
+        let mut a = [0u8; N];
+        a.copy_from_slice(self.bytes(field, N)?);
+        Ok(a)
+    }
+
+    fn u8(&mut self, field: &'static str) -> Result<u8, ProtoError> {
+        Ok(self.array::<1>(field)?[0])
+    }
+
+    fn bool(&mut self, field: &'static str) -> Result<bool, ProtoError> {
+        match self.u8(field)? {
+            0 => Ok(false),
+            1 => Ok(true),
+            v => Err(ProtoError::BadValue {
+                field,
+                value: v.into(),
+            }),
+        }
+    }
+
+    fn u16(&mut self, field: &'static str) -> Result<u16, ProtoError> {
+        Ok(u16::from_le_bytes(self.array(field)?))
+    }
+
+    fn u32(&mut self, field: &'static str) -> Result<u32, ProtoError> {
+        Ok(u32::from_le_bytes(self.array(field)?))
+    }
+
+    fn u64(&mut self, field: &'static str) -> Result<u64, ProtoError> {
+        Ok(u64::from_le_bytes(self.array(field)?))
+    }
+
+    fn i64(&mut self, field: &'static str) -> Result<i64, ProtoError> {
+        Ok(i64::from_le_bytes(self.array(field)?))
+    }
+
+    fn rest(&mut self) -> &'a [u8] {
+        std::mem::take(&mut self.0)
+    }
+
+    fn name_rest(&mut self) -> Result<&'a [u8], ProtoError> {
+        check_name(self.rest())
+    }
+
+    fn finish(&self) -> Result<(), ProtoError> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err(ProtoError::Trailing(self.0.len()))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::placement::DataDist;
+    use proptest::prelude::*;
+
+    fn name() -> impl Strategy<Value = Vec<u8>> {
+        proptest::collection::vec(
+            any::<u8>().prop_filter("no / or NUL", |b| *b != b'/' && *b != 0),
+            1..=255,
+        )
+    }
+
+    fn hint() -> impl Strategy<Value = Hint> {
+        (0u8..3, any::<bool>()).prop_map(|(d, bigdir)| Hint {
+            data: [DataDist::Block, DataDist::File, DataDist::Io][usize::from(d)],
+            bigdir,
+        })
+    }
+
+    fn opt<T: std::fmt::Debug + Clone>(
+        s: impl Strategy<Value = T>,
+    ) -> impl Strategy<Value = Option<T>> {
+        proptest::option::of(s)
+    }
+
+    /// Owned form of a request, so that proptest can generate it.
+    #[derive(Debug, Clone)]
+    enum Owned {
+        Lookup(u64, Vec<u8>),
+        Create(u64, u32, u32, u32, Hint, bool, Vec<u8>),
+        MkInode(u32, u32, u32, Hint),
+        Link(u64, u64, u32, bool, Vec<u8>),
+        GetAttr(u64),
+        SetAttr(u64, SetAttr),
+        ReadDir(u64, u32, Vec<u8>),
+        Unlink(u64, bool, bool, Vec<u8>),
+        RmInode(u64),
+        DirSeal(u64, bool),
+        Rename(u64, u64, Vec<u8>, Vec<u8>),
+        Open(u64, u32),
+        Close(u64),
+        Write(u64, u64, Vec<u8>),
+        Read(u64, u64, u32),
+        Fsync(u64),
+        Truncate(u64, u64),
+        StatFs,
+    }
+
+    impl Owned {
+        fn borrow(&self) -> Request<'_> {
+            match self {
+                Owned::Lookup(p, n) => Request::Lookup { pino: *p, name: n },
+                Owned::Create(p, m, u, g, h, e, n) => Request::Create {
+                    pino: *p,
+                    mode: *m,
+                    uid: *u,
+                    gid: *g,
+                    hint: *h,
+                    excl: *e,
+                    name: n,
+                },
+                Owned::MkInode(m, u, g, h) => Request::MkInode {
+                    mode: *m,
+                    uid: *u,
+                    gid: *g,
+                    hint: *h,
+                },
+                Owned::Link(p, i, m, r, n) => Request::Link {
+                    pino: *p,
+                    ino: *i,
+                    mode: *m,
+                    replace: *r,
+                    name: n,
+                },
+                Owned::GetAttr(i) => Request::GetAttr { ino: *i },
+                Owned::SetAttr(i, s) => Request::SetAttr { ino: *i, set: *s },
+                Owned::ReadDir(p, m, a) => Request::ReadDir {
+                    pino: *p,
+                    max: *m,
+                    after: a,
+                },
+                Owned::Unlink(p, d, k, n) => Request::Unlink {
+                    pino: *p,
+                    flags: UnlinkFlags {
+                        dir: *d,
+                        keep_inode: *k,
+                    },
+                    name: n,
+                },
+                Owned::RmInode(i) => Request::RmInode { ino: *i },
+                Owned::DirSeal(p, s) => Request::DirSeal { pino: *p, seal: *s },
+                Owned::Rename(a, b, s, d) => Request::Rename {
+                    src_pino: *a,
+                    dst_pino: *b,
+                    src_name: s,
+                    dst_name: d,
+                },
+                Owned::Open(i, f) => Request::Open { ino: *i, flags: *f },
+                Owned::Close(i) => Request::Close { ino: *i },
+                Owned::Write(i, o, d) => Request::Write {
+                    ino: *i,
+                    offset: *o,
+                    data: d,
+                },
+                Owned::Read(i, o, l) => Request::Read {
+                    ino: *i,
+                    offset: *o,
+                    len: *l,
+                },
+                Owned::Fsync(i) => Request::Fsync { ino: *i },
+                Owned::Truncate(i, s) => Request::Truncate { ino: *i, size: *s },
+                Owned::StatFs => Request::StatFs,
+            }
+        }
+    }
+
+    fn setattr() -> impl Strategy<Value = SetAttr> {
+        (
+            opt(any::<u32>()),
+            opt(any::<u32>()),
+            opt(any::<u32>()),
+            opt(any::<u64>()),
+            opt(any::<u64>()),
+            opt(any::<i64>()),
+            opt(any::<i64>()),
+        )
+            .prop_map(
+                |(mode, uid, gid, size, extend_to, atime_ns, mtime_ns)| SetAttr {
+                    mode,
+                    uid,
+                    gid,
+                    size,
+                    extend_to,
+                    atime_ns,
+                    mtime_ns,
+                },
+            )
+    }
+
+    fn request() -> impl Strategy<Value = Owned> {
+        let off = 0u64..1 << 50;
+        prop_oneof![
+            (any::<u64>(), name()).prop_map(|(p, n)| Owned::Lookup(p, n)),
+            (
+                any::<u64>(),
+                any::<u32>(),
+                any::<u32>(),
+                any::<u32>(),
+                hint(),
+                any::<bool>(),
+                name()
+            )
+                .prop_map(|(p, m, u, g, h, e, n)| Owned::Create(p, m, u, g, h, e, n)),
+            (any::<u32>(), any::<u32>(), any::<u32>(), hint())
+                .prop_map(|(m, u, g, h)| Owned::MkInode(m, u, g, h)),
+            (
+                any::<u64>(),
+                any::<u64>(),
+                any::<u32>(),
+                any::<bool>(),
+                name()
+            )
+                .prop_map(|(p, i, m, r, n)| Owned::Link(p, i, m, r, n)),
+            any::<u64>().prop_map(Owned::GetAttr),
+            (any::<u64>(), setattr()).prop_map(|(i, s)| Owned::SetAttr(i, s)),
+            (any::<u64>(), any::<u32>(), proptest::option::of(name()))
+                .prop_map(|(p, m, a)| Owned::ReadDir(p, m, a.unwrap_or_default())),
+            (any::<u64>(), any::<bool>(), any::<bool>(), name())
+                .prop_map(|(p, d, k, n)| Owned::Unlink(p, d, k, n)),
+            any::<u64>().prop_map(Owned::RmInode),
+            (any::<u64>(), any::<bool>()).prop_map(|(p, s)| Owned::DirSeal(p, s)),
+            (any::<u64>(), any::<u64>(), name(), name())
+                .prop_map(|(a, b, s, d)| Owned::Rename(a, b, s, d)),
+            (any::<u64>(), any::<u32>()).prop_map(|(i, f)| Owned::Open(i, f)),
+            any::<u64>().prop_map(Owned::Close),
+            (
+                any::<u64>(),
+                off.clone(),
+                proptest::collection::vec(any::<u8>(), 0..512)
+            )
+                .prop_map(|(i, o, d)| Owned::Write(i, o, d)),
+            (any::<u64>(), off, 0..=MAX_IO).prop_map(|(i, o, l)| Owned::Read(i, o, l)),
+            any::<u64>().prop_map(Owned::Fsync),
+            (any::<u64>(), any::<u64>()).prop_map(|(i, s)| Owned::Truncate(i, s)),
+            Just(Owned::StatFs),
+        ]
+    }
+
+    fn attr() -> impl Strategy<Value = Attr> {
+        (
+            any::<[u64; 2]>(),
+            any::<[u32; 4]>(),
+            any::<[i64; 3]>(),
+            hint(),
+        )
+            .prop_map(
+                |([ino, size], [mode, uid, gid, nlink], [atime_ns, mtime_ns, ctime_ns], hint)| {
+                    Attr {
+                        ino,
+                        mode,
+                        uid,
+                        gid,
+                        nlink,
+                        size,
+                        atime_ns,
+                        mtime_ns,
+                        ctime_ns,
+                        hint,
+                    }
+                },
+            )
+    }
+
+    #[test]
+    fn errno_maps_to_error_code_and_back() {
+        for e in [
+            Errno::ENOENT,
+            Errno::EEXIST,
+            Errno::ENOTEMPTY,
+            Errno::ESTALE,
+            Errno::EXDEV,
+        ] {
+            assert_eq!(Errno::from_error_code(e.error_code()), e);
+        }
+        assert_eq!(Errno::from_error_code(ErrorCode::MALFORMED), Errno::EINVAL);
+        assert_eq!(
+            Errno::from_error_code(ErrorCode::UNKNOWN_OPCODE),
+            Errno::ENOSYS
+        );
+        assert_eq!(Errno::from_error_code(ErrorCode(0x7FFF_FFFF)), Errno::EIO);
+    }
+
+    #[test]
+    fn names_with_slash_nul_or_bad_length_are_rejected() {
+        for bad in [&b""[..], b"a/b", b"a\0", &[b'x'; 256]] {
+            let req = Request::Lookup { pino: 1, name: bad }.encode(0);
+            assert!(matches!(
+                Request::decode(op::LOOKUP, &req),
+                Err(ProtoError::BadName { .. })
+            ));
+        }
+        let long = Request::Lookup {
+            pino: 1,
+            name: &[b'x'; 256],
+        }
+        .encode(0);
+        assert_eq!(
+            Request::decode(op::LOOKUP, &long).unwrap_err().errno(),
+            Errno::ENAMETOOLONG
+        );
+    }
+
+    #[test]
+    fn unknown_opcode_and_trailing_bytes_are_errors() {
+        assert_eq!(
+            Request::decode(Opcode(0x0999), &[0; 8]),
+            Err(ProtoError::UnknownOpcode(0x999))
+        );
+        let mut p = Request::GetAttr { ino: 5 }.encode(9);
+        p.push(0);
+        assert_eq!(
+            Request::decode(op::GETATTR, &p),
+            Err(ProtoError::Trailing(1))
+        );
+        let read = Request::Read {
+            ino: 1,
+            offset: 0,
+            len: MAX_IO + 1,
+        }
+        .encode(0);
+        assert!(Request::decode(op::READ, &read).is_err());
+        let write = Request::Write {
+            ino: 1,
+            offset: u64::MAX - 1,
+            data: b"xyz",
+        }
+        .encode(0);
+        assert!(Request::decode(op::WRITE, &write).is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn request_round_trips(req in request(), lambda in any::<u64>()) {
+            let r = req.borrow();
+            let bytes = r.encode(lambda);
+            prop_assert_eq!(Request::decode(r.opcode(), &bytes), Ok((lambda, r)));
+        }
+
+        #[test]
+        fn requests_cut_inside_their_fixed_fields_are_errors(req in request(), cut in 0usize..8) {
+            let r = req.borrow();
+            let bytes = r.encode(3);
+            prop_assert!(Request::decode(r.opcode(), &bytes[..cut]).is_err());
+            if !matches!(r, Request::StatFs) {
+                prop_assert!(Request::decode(r.opcode(), &bytes[..8 + cut.min(3)]).is_err());
+            }
+        }
+
+        #[test]
+        fn garbage_requests_and_replies_never_panic(
+            op in any::<u16>(), bytes in proptest::collection::vec(any::<u8>(), 0..400),
+        ) {
+            let _ = Request::decode(Opcode(op), &bytes);
+            let _ = Reply::decode(Opcode(op), &bytes);
+            for o in op::ALL {
+                let _ = Request::decode(o, &bytes);
+                let _ = Reply::decode(o, &bytes);
+            }
+        }
+
+        #[test]
+        fn attr_replies_round_trip(a in attr(), opi in 0usize..5) {
+            let o = [op::CREATE, op::MKINODE, op::GETATTR, op::SETATTR, op::OPEN][opi];
+            let mut out = Vec::new();
+            Reply::Attr(a).encode(&mut out);
+            prop_assert_eq!(out.len(), ATTR_BYTES);
+            prop_assert_eq!(Reply::decode(o, &out), Ok(Reply::Attr(a)));
+        }
+
+        #[test]
+        fn other_replies_round_trip(
+            a in opt(attr()), ino in any::<u64>(), mode in any::<u32>(),
+            names in proptest::collection::vec(name(), 0..20), more in any::<bool>(),
+            freed in opt(any::<bool>()), n in any::<u64>(), st in any::<[u64; 4]>(),
+        ) {
+            let cases: Vec<(Opcode, Reply<'_>)> = vec![
+                (op::LOOKUP, Reply::Lookup { ino, mode, attr: a }),
+                (op::READDIR, Reply::Entries {
+                    more,
+                    entries: names.iter().map(|nm| DirEntry { ino, mode, name: nm }).collect(),
+                }),
+                (op::UNLINK, Reply::Removed(freed.map(|f| Removed { ino, mode, size: n, inode_freed: f }))),
+                (op::DIRSEAL, Reply::Count(n)),
+                (op::WRITE, Reply::Written(mode)),
+                (op::READ, Reply::Data(names.first().map_or(&[][..], |v| v))),
+                (op::STATFS, Reply::StatFs(StatFs {
+                    bytes_total: st[0], bytes_used: st[1], inodes_total: st[2], inodes_used: st[3],
+                })),
+                (op::FSYNC, Reply::Empty),
+            ];
+            for (o, rep) in cases {
+                let mut out = Vec::new();
+                rep.encode(&mut out);
+                prop_assert_eq!(Reply::decode(o, &out), Ok(rep));
+            }
+        }
+    }
+}

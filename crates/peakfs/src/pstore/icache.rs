@@ -1,0 +1,415 @@
+//! Icache: PMeta's inode cache (PeakFS §III-C2, "Local inode cache", Fig. 8).
+//!
+//! A fixed number of cache blocks, each holding the `K` inodes of one page of the inode zone
+//! (block `offset / K`), indexed by a hashtable. Each block moves through the paper's state
+//! machine: *free* → *read* (filling from the SSD) → *ready*; a modification makes it *dirty*;
+//! write-back puts it in *write* and then back to *ready*. With no free block, the least
+//! recently used *ready* block is freed. When dirty blocks exceed the dirty ratio, the least
+//! recently used dirty block is written back. A miss also prefetches the next block in the same
+//! read when a block can be spared for it, since inodes of a directory are allocated together.
+//!
+//! I/O is synchronous here, so *read* and *write* last for the duration of one device call.
+
+use super::table::U64Map;
+
+/// Where cache blocks come from and go to.
+pub trait InodeIo {
+    /// The error of the I/O.
+    type Error;
+    /// Reads `buf.len() / page` consecutive inode blocks starting at `block`.
+    fn read_blocks(&mut self, block: u64, buf: &mut [u8]) -> Result<(), Self::Error>;
+    /// Writes one inode block (called after [`InodeIo::before_write_back`]).
+    fn write_block(&mut self, block: u64, buf: &[u8]) -> Result<(), Self::Error>;
+    /// Makes the log durable before any inode reaches its home location (the WAL rule).
+    fn before_write_back(&mut self) -> Result<(), Self::Error>;
+}
+
+/// The state of an Icache block (Fig. 8(b)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// Holds nothing.
+    Free,
+    /// Being filled from the SSD.
+    Read,
+    /// Holds the SSD's copy.
+    Ready,
+    /// Holds changes not yet written.
+    Dirty,
+    /// Being written to the SSD.
+    Write,
+}
+
+/// Counters of the cache.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IcacheStats {
+    /// Accesses served from memory.
+    pub hits: u64,
+    /// Accesses that read from the SSD.
+    pub misses: u64,
+    /// Blocks read ahead of use.
+    pub prefetched: u64,
+    /// Blocks written back.
+    pub write_backs: u64,
+}
+
+const NIL: u32 = u32::MAX;
+
+struct Entry {
+    block: u64,
+    state: State,
+    data: Box<[u8]>,
+    prev: u32,
+    next: u32,
+}
+
+impl std::fmt::Debug for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The page itself is noise in a debug dump.
+        f.debug_struct("Entry")
+            .field("block", &self.block)
+            .field("state", &self.state)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The inode cache of one worker.
+#[derive(Debug)]
+pub struct Icache {
+    page: usize,
+    blocks_total: u64,
+    entries: Vec<Entry>,
+    index: U64Map<u32>,
+    free: Vec<u32>,
+    /// Most recently used end.
+    head: u32,
+    /// Least recently used end.
+    tail: u32,
+    dirty: usize,
+    max_dirty: usize,
+    stats: IcacheStats,
+}
+
+impl Icache {
+    /// `capacity` blocks of `page` bytes over an inode zone of `blocks_total` blocks; at most
+    /// `dirty_ratio` of them dirty (at least one).
+    pub fn new(capacity: usize, page: usize, blocks_total: u64, dirty_ratio: f64) -> Self {
+        let capacity = capacity.max(2);
+        let entries = (0..capacity)
+            .map(|_| Entry {
+                block: 0,
+                state: State::Free,
+                data: vec![0u8; page].into_boxed_slice(),
+                prev: NIL,
+                next: NIL,
+            })
+            .collect();
+        Self {
+            page,
+            blocks_total,
+            entries,
+            index: U64Map::default(),
+            free: (0..capacity as u32).rev().collect(),
+            head: NIL,
+            tail: NIL,
+            dirty: 0,
+            max_dirty: ((capacity as f64 * dirty_ratio) as usize).max(1),
+            stats: IcacheStats::default(),
+        }
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> IcacheStats {
+        self.stats
+    }
+
+    /// Dirty blocks now.
+    pub fn dirty_blocks(&self) -> usize {
+        self.dirty
+    }
+
+    /// The state of the block caching inode block `block` (`Free`: not cached).
+    pub fn state_of(&self, block: u64) -> State {
+        self.index
+            .get(&block)
+            .map_or(State::Free, |&i| self.entries[i as usize].state)
+    }
+
+    fn unlink(&mut self, i: u32) {
+        let (p, n) = (self.entries[i as usize].prev, self.entries[i as usize].next);
+        if p == NIL {
+            self.head = n;
+        } else {
+            self.entries[p as usize].next = n;
+        }
+        if n == NIL {
+            self.tail = p;
+        } else {
+            self.entries[n as usize].prev = p;
+        }
+    }
+
+    fn push_front(&mut self, i: u32) {
+        self.entries[i as usize].prev = NIL;
+        self.entries[i as usize].next = self.head;
+        if self.head != NIL {
+            self.entries[self.head as usize].prev = i;
+        }
+        self.head = i;
+        if self.tail == NIL {
+            self.tail = i;
+        }
+    }
+
+    fn touch(&mut self, i: u32) {
+        if self.head != i {
+            self.unlink(i);
+            self.push_front(i);
+        }
+    }
+
+    /// A free block, evicting the least recently used ready one (writing back dirty ones if
+    /// nothing else is left). `pinned` is never evicted.
+    fn take_free<I: InodeIo>(&mut self, io: &mut I, pinned: u64) -> Result<u32, I::Error> {
+        if let Some(i) = self.free.pop() {
+            return Ok(i);
+        }
+        let mut cur = self.tail;
+        while cur != NIL {
+            let e = &self.entries[cur as usize];
+            if e.state == State::Ready && e.block != pinned {
+                break;
+            }
+            cur = e.prev;
+        }
+        if cur == NIL {
+            // Everything is dirty: write back the least recently used one.
+            cur = self.tail;
+            while cur != NIL && self.entries[cur as usize].block == pinned {
+                cur = self.entries[cur as usize].prev;
+            }
+            if cur == NIL {
+                cur = self.tail;
+            }
+            self.write_back(io, cur)?;
+        }
+        self.unlink(cur);
+        let e = &mut self.entries[cur as usize];
+        self.index.remove(&e.block);
+        e.state = State::Free;
+        Ok(cur)
+    }
+
+    fn write_back<I: InodeIo>(&mut self, io: &mut I, i: u32) -> Result<(), I::Error> {
+        if self.entries[i as usize].state != State::Dirty {
+            return Ok(());
+        }
+        io.before_write_back()?;
+        let e = &mut self.entries[i as usize];
+        e.state = State::Write;
+        let r = io.write_block(e.block, &e.data);
+        // A failed write keeps the block dirty, to be retried.
+        e.state = if r.is_ok() {
+            State::Ready
+        } else {
+            State::Dirty
+        };
+        r?;
+        self.dirty -= 1;
+        self.stats.write_backs += 1;
+        Ok(())
+    }
+
+    /// The cache block holding inode block `block`, reading it (and prefetching the next) on
+    /// a miss.
+    fn load<I: InodeIo>(&mut self, io: &mut I, block: u64) -> Result<u32, I::Error> {
+        if let Some(&i) = self.index.get(&block) {
+            self.stats.hits += 1;
+            self.touch(i);
+            return Ok(i);
+        }
+        self.stats.misses += 1;
+        let i = self.take_free(io, u64::MAX)?;
+        let ahead = block + 1;
+        let prefetch =
+            ahead < self.blocks_total && !self.index.contains_key(&ahead) && !self.free.is_empty();
+        let n = if prefetch { 2 } else { 1 };
+        let mut buf = vec![0u8; n * self.page];
+        self.entries[i as usize].state = State::Read;
+        if let Err(e) = io.read_blocks(block, &mut buf) {
+            self.entries[i as usize].state = State::Free;
+            self.free.push(i);
+            return Err(e);
+        }
+        self.install(i, block, &buf[..self.page]);
+        if prefetch && let Some(j) = self.free.pop() {
+            self.install(j, ahead, &buf[self.page..]);
+            // The prefetched block is less recent than the one asked for.
+            self.unlink(j);
+            self.push_front(j);
+            self.touch(i);
+            self.stats.prefetched += 1;
+        }
+        Ok(i)
+    }
+
+    fn install(&mut self, i: u32, block: u64, data: &[u8]) {
+        let e = &mut self.entries[i as usize];
+        e.block = block;
+        e.data.copy_from_slice(data);
+        e.state = State::Ready;
+        self.index.insert(block, i);
+        self.push_front(i);
+    }
+
+    /// Copies `out.len()` bytes at byte `offset` of inode block `block` into `out`.
+    pub fn read<I: InodeIo>(
+        &mut self,
+        io: &mut I,
+        block: u64,
+        offset: usize,
+        out: &mut [u8],
+    ) -> Result<(), I::Error> {
+        let i = self.load(io, block)?;
+        out.copy_from_slice(&self.entries[i as usize].data[offset..offset + out.len()]);
+        Ok(())
+    }
+
+    /// Writes `data` at byte `offset` of inode block `block`; the block becomes dirty, and the
+    /// least recently used dirty block is written back if the dirty ratio is exceeded.
+    pub fn write<I: InodeIo>(
+        &mut self,
+        io: &mut I,
+        block: u64,
+        offset: usize,
+        data: &[u8],
+    ) -> Result<(), I::Error> {
+        let i = self.load(io, block)?;
+        let e = &mut self.entries[i as usize];
+        e.data[offset..offset + data.len()].copy_from_slice(data);
+        if e.state != State::Dirty {
+            e.state = State::Dirty;
+            self.dirty += 1;
+        }
+        if self.dirty > self.max_dirty {
+            let mut cur = self.tail;
+            while cur != NIL && self.entries[cur as usize].state != State::Dirty {
+                cur = self.entries[cur as usize].prev;
+            }
+            if cur != NIL {
+                self.write_back(io, cur)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes back every dirty block.
+    pub fn flush<I: InodeIo>(&mut self, io: &mut I) -> Result<(), I::Error> {
+        let dirty: Vec<u32> = (0..self.entries.len() as u32)
+            .filter(|&i| self.entries[i as usize].state == State::Dirty)
+            .collect();
+        for i in dirty {
+            self.write_back(io, i)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An inode zone in memory that counts I/O and checks the WAL rule.
+    #[derive(Default)]
+    struct Mem {
+        blocks: Vec<Vec<u8>>,
+        reads: usize,
+        writes: Vec<u64>,
+        log_synced: bool,
+    }
+
+    impl InodeIo for Mem {
+        type Error = ();
+        fn read_blocks(&mut self, block: u64, buf: &mut [u8]) -> Result<(), ()> {
+            self.reads += 1;
+            for (k, chunk) in buf.chunks_mut(64).enumerate() {
+                chunk.copy_from_slice(&self.blocks[block as usize + k]);
+            }
+            Ok(())
+        }
+        fn write_block(&mut self, block: u64, buf: &[u8]) -> Result<(), ()> {
+            assert!(self.log_synced, "inode written before its log");
+            self.writes.push(block);
+            self.blocks[block as usize].copy_from_slice(buf);
+            Ok(())
+        }
+        fn before_write_back(&mut self) -> Result<(), ()> {
+            self.log_synced = true;
+            Ok(())
+        }
+    }
+
+    fn zone(n: usize) -> Mem {
+        Mem {
+            blocks: (0..n).map(|b| vec![b as u8; 64]).collect(),
+            ..Mem::default()
+        }
+    }
+
+    #[test]
+    fn a_miss_reads_the_block_and_prefetches_the_next() {
+        let mut io = zone(10);
+        let mut c = Icache::new(4, 64, 10, 0.5);
+        let mut b = [0u8; 4];
+        c.read(&mut io, 3, 8, &mut b).unwrap();
+        assert_eq!(b, [3; 4]);
+        assert_eq!(c.state_of(4), State::Ready, "block 4 prefetched");
+        c.read(&mut io, 4, 0, &mut b).unwrap();
+        assert_eq!((io.reads, c.stats().hits, c.stats().prefetched), (1, 1, 1));
+    }
+
+    #[test]
+    fn lru_evicts_the_least_recently_used_ready_block() {
+        let mut io = zone(100);
+        let mut c = Icache::new(3, 64, 100, 0.5);
+        let mut b = [0u8; 1];
+        for blk in [10, 20, 30] {
+            c.read(&mut io, blk, 0, &mut b).unwrap();
+        }
+        // Prefetches took free blocks only while there were some: 10, 11, 20 cached, then 30
+        // evicted the LRU (11).
+        c.read(&mut io, 10, 0, &mut b).unwrap();
+        c.read(&mut io, 40, 0, &mut b).unwrap();
+        assert_eq!(c.state_of(10), State::Ready, "recently used stays");
+        assert_eq!(c.state_of(40), State::Ready);
+        assert_eq!(c.state_of(20), State::Free, "least recently used went");
+    }
+
+    #[test]
+    fn dirty_ratio_triggers_write_back_of_the_oldest_dirty_block_after_the_log() {
+        let mut io = zone(100);
+        let mut c = Icache::new(10, 64, 100, 0.2);
+        for blk in [0, 10, 20] {
+            c.write(&mut io, blk, 0, &[0xEE]).unwrap();
+        }
+        assert_eq!(io.writes, vec![0], "third dirty block exceeds 2 of 10");
+        assert_eq!(c.state_of(0), State::Ready);
+        assert_eq!(c.dirty_blocks(), 2);
+        c.flush(&mut io).unwrap();
+        assert_eq!(c.dirty_blocks(), 0);
+        assert_eq!(io.blocks[20][0], 0xEE);
+        assert_eq!(io.blocks[20][1], 20);
+    }
+
+    #[test]
+    fn a_full_cache_of_dirty_blocks_writes_one_back_to_make_room() {
+        let mut io = zone(100);
+        let mut c = Icache::new(2, 64, 100, 1.0);
+        c.write(&mut io, 50, 0, &[1]).unwrap();
+        c.write(&mut io, 60, 0, &[2]).unwrap();
+        let mut b = [0u8; 1];
+        c.read(&mut io, 70, 0, &mut b).unwrap();
+        assert_eq!(io.writes, vec![50]);
+        c.read(&mut io, 50, 0, &mut b).unwrap();
+        assert_eq!(b, [1], "written-back data reads back");
+    }
+}

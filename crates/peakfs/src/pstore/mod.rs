@@ -1,0 +1,1248 @@
+//! PStore (PeakFS §III-C, "HPC-Oriented Storage Backend"): the storage backend of one worker
+//! thread, made of PMeta (dentries in [`cart`], inodes through the [`icache`], the inode
+//! bitmap and the ino → offset hashtable) and PData ([`pdata`]: pages, the page bitmap and the
+//! (ino, block) → pages hashtable), all logged in a [`wal`] and checkpointed.
+//!
+//! Each worker owns one `PStore` over its own zone of a namespace (shared nothing: no locks, no
+//! `Sync` needed), and with [`PStoreConfig::queue`] its own host queue of the device
+//! ([`zone`]). The zone's layout, in 4 KiB pages:
+//!
+//! ```text
+//! 0, 1        superblock copies (the newer valid generation wins)
+//! WAL         wal_pages
+//! ckpt A, B   checkpoints of the tables, bitmaps and dentries (alternating)
+//! inodes      inode_slots * 128 bytes (Icache blocks of 32 inodes)
+//! data        the rest, in pages
+//! ```
+//!
+//! Every operation is one WAL transaction. `fsync` writes the log and flushes the device, so
+//! everything before it survives a crash; [`PStore::open`] loads the last checkpoint, replays
+//! the complete transactions of the log (a torn tail is ignored) and checkpoints.
+//!
+//! Distribution strategies (§III-C1) are decided by the server: a dentry's value is whatever it
+//! stores (an ino or an inode offset), [`PStore::insert_inode`] takes inodes created elsewhere,
+//! and data calls accept blocks of files whose inode is on another worker.
+
+pub mod bitmap;
+pub mod cart;
+pub mod icache;
+pub mod inode;
+pub mod pdata;
+pub mod table;
+pub mod wal;
+pub mod zone;
+
+use std::ops::ControlFlow;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use gpu_nvme::device::NvmeDevice;
+
+use bitmap::{Bitmap, BitmapError};
+use cart::{Cart, CartError};
+use icache::{Icache, IcacheStats, InodeIo};
+use inode::{Hint, INODE_BYTES, Inode, InodeError};
+use pdata::PData;
+use table::{BlockTable, InodeTable, PageRun};
+use wal::{MAX_RECORD, Record, Wal};
+use zone::{PAGE, Zone, ZoneError};
+
+const SB_MAGIC: u64 = u64::from_le_bytes(*b"PSTORE01");
+const CKPT_MAGIC: u64 = u64::from_le_bytes(*b"PSTCKPT1");
+const PER_BLOCK: u64 = (PAGE / INODE_BYTES) as u64;
+/// Checkpoint bytes per dentry, at most (pino, name length, name, value).
+const CKPT_DENTRY: u64 = 8 + 1 + 255 + 8;
+/// Most file blocks one write transaction covers.
+const BLOCKS_PER_TX: usize = 64;
+
+/// Errors of PStore.
+#[derive(Debug, thiserror::Error)]
+pub enum PStoreError {
+    /// device I/O failed
+    #[error(transparent)]
+    Zone(#[from] ZoneError),
+    /// a bitmap update conflicts (a corrupt log or checkpoint)
+    #[error(transparent)]
+    Bitmap(#[from] BitmapError),
+    /// a dentry name or value is invalid
+    #[error(transparent)]
+    Name(#[from] CartError),
+    /// an inode slot holds no valid inode
+    #[error("inode {ino}: {source}")]
+    Inode {
+        /// the ino asked for
+        ino: u64,
+        /// why its slot is unreadable
+        source: InodeError,
+    },
+    /// no such inode on this worker
+    #[error("no inode {0} here")]
+    NoInode(u64),
+    /// no such dentry
+    #[error("no dentry {name:?} in directory {pino}")]
+    NoEntry {
+        /// parent
+        pino: u64,
+        /// name
+        name: String,
+    },
+    /// the dentry or inode exists already
+    #[error("{0} exists already")]
+    Exists(String),
+    /// a resource of the zone is used up
+    #[error("no space left: {0}")]
+    NoSpace(&'static str),
+    /// the zone holds no valid superblock or checkpoint, or a field is out of range
+    #[error("corrupt PStore: {0}")]
+    Corrupt(String),
+    /// an argument is out of range
+    #[error("invalid argument: {0}")]
+    Invalid(String),
+}
+
+/// Sizing of a worker's PStore.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PStoreConfig {
+    /// First LBA of the zone.
+    pub first_lba: u64,
+    /// LBAs in the zone.
+    pub lbas: u64,
+    /// The device's host queue this worker owns (`None`: the device's shared queues).
+    pub queue: Option<usize>,
+    /// Inode slots (rounded up to whole Icache blocks). Format only.
+    pub inode_slots: u64,
+    /// Dentries the checkpoint area is sized for. Format only.
+    pub max_dentries: u64,
+    /// WAL pages. Format only.
+    pub wal_pages: u64,
+    /// Pages of a file block. Format only.
+    pub block_pages: u32,
+    /// Inode numbers handed out start here (the server puts the worker id in the high bits;
+    /// ino 1 is the root directory). Format only.
+    pub ino_base: u64,
+    /// Icache blocks held in memory.
+    pub icache_blocks: usize,
+    /// Most dirty Icache blocks, as a fraction of all.
+    pub dirty_ratio: f64,
+}
+
+impl PStoreConfig {
+    /// Defaults for a zone: one inode slot per 16 pages, 1 MiB WAL, 64 KiB file blocks,
+    /// 256 Icache blocks, 5 % dirty (the paper's example).
+    pub fn new(first_lba: u64, lbas: u64) -> Self {
+        let approx_pages = lbas / 8;
+        Self {
+            first_lba,
+            lbas,
+            queue: None,
+            inode_slots: (approx_pages / 16).max(PER_BLOCK),
+            max_dentries: (approx_pages / 16).max(PER_BLOCK),
+            wal_pages: 256,
+            block_pages: 16,
+            ino_base: 2,
+            icache_blocks: 256,
+            dirty_ratio: 0.05,
+        }
+    }
+}
+
+/// The on-disk geometry and the checkpoint pointer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Superblock {
+    generation: u64,
+    fs_id: u64,
+    zone_pages: u64,
+    wal_start: u64,
+    wal_pages: u64,
+    ckpt_start: [u64; 2],
+    ckpt_pages: u64,
+    inode_start: u64,
+    inode_slots: u64,
+    data_start: u64,
+    data_pages: u64,
+    block_pages: u32,
+    max_dentries: u64,
+    ino_base: u64,
+    /// Which checkpoint area is current.
+    active: u8,
+    ckpt_len: u64,
+    ckpt_crc: u32,
+    /// Sequence number of the first WAL frame after the checkpoint.
+    wal_seq: u64,
+}
+
+impl Superblock {
+    fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(PAGE);
+        b.extend_from_slice(&SB_MAGIC.to_le_bytes());
+        b.extend_from_slice(&[0; 4]);
+        for v in [
+            self.generation,
+            self.fs_id,
+            self.zone_pages,
+            self.wal_start,
+            self.wal_pages,
+            self.ckpt_start[0],
+            self.ckpt_start[1],
+            self.ckpt_pages,
+            self.inode_start,
+            self.inode_slots,
+            self.data_start,
+            self.data_pages,
+            u64::from(self.block_pages),
+            self.max_dentries,
+            self.ino_base,
+            u64::from(self.active),
+            self.ckpt_len,
+            u64::from(self.ckpt_crc),
+            self.wal_seq,
+        ] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        b.resize(PAGE, 0);
+        let crc = common::hash::crc32c(&b[12..]);
+        b[8..12].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    fn decode(b: &[u8]) -> Option<Self> {
+        let mut r = wal::Reader::new(b);
+        if r.u64().ok()? != SB_MAGIC {
+            return None;
+        }
+        let crc = r.u32().ok()?;
+        if crc != common::hash::crc32c(b.get(12..)?) {
+            return None;
+        }
+        let mut v = [0u64; 19];
+        for x in &mut v {
+            *x = r.u64().ok()?;
+        }
+        Some(Self {
+            generation: v[0],
+            fs_id: v[1],
+            zone_pages: v[2],
+            wal_start: v[3],
+            wal_pages: v[4],
+            ckpt_start: [v[5], v[6]],
+            ckpt_pages: v[7],
+            inode_start: v[8],
+            inode_slots: v[9],
+            data_start: v[10],
+            data_pages: v[11],
+            block_pages: u32::try_from(v[12]).ok()?,
+            max_dentries: v[13],
+            ino_base: v[14],
+            active: u8::try_from(v[15]).ok()?,
+            ckpt_len: v[16],
+            ckpt_crc: u32::try_from(v[17]).ok()?,
+            wal_seq: v[18],
+        })
+    }
+
+    /// Checks that the regions lie inside the zone in order.
+    fn validate(&self, zone_pages: u64) -> Result<(), PStoreError> {
+        // Saturating: the fields come from disk and may be anything.
+        let ends = [
+            (2, self.wal_start),
+            (
+                self.wal_start.saturating_add(self.wal_pages),
+                self.ckpt_start[0],
+            ),
+            (
+                self.ckpt_start[0].saturating_add(self.ckpt_pages),
+                self.ckpt_start[1],
+            ),
+            (
+                self.ckpt_start[1].saturating_add(self.ckpt_pages),
+                self.inode_start,
+            ),
+            (
+                self.inode_start
+                    .saturating_add(self.inode_slots.div_ceil(PER_BLOCK)),
+                self.data_start,
+            ),
+            (
+                self.data_start.saturating_add(self.data_pages),
+                zone_pages + 1,
+            ),
+        ];
+        let ok = ends.iter().all(|&(a, b)| a <= b)
+            && self.zone_pages <= zone_pages
+            && self.active < 2
+            && self.ckpt_len <= self.ckpt_pages.saturating_mul(PAGE as u64)
+            && (1..=1024).contains(&self.block_pages)
+            && self.wal_pages > 0;
+        if ok {
+            Ok(())
+        } else {
+            Err(PStoreError::Corrupt(format!(
+                "superblock geometry {self:?} does not fit {zone_pages} pages"
+            )))
+        }
+    }
+}
+
+/// Attribute changes of [`PStore::setattr`]; `None` leaves a field alone.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SetAttr {
+    /// New mode.
+    pub mode: Option<u32>,
+    /// New owner.
+    pub uid: Option<u32>,
+    /// New group.
+    pub gid: Option<u32>,
+    /// New size (truncates or extends this worker's blocks).
+    pub size: Option<u64>,
+    /// New access time.
+    pub atime_ns: Option<i64>,
+    /// New modification time.
+    pub mtime_ns: Option<i64>,
+    /// New hint.
+    pub hint: Option<Hint>,
+}
+
+/// Counters and occupancy of a PStore.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PStoreStats {
+    /// Inodes here.
+    pub inodes: u64,
+    /// Inode slots in all.
+    pub inode_slots: u64,
+    /// Dentries here.
+    pub dentries: u64,
+    /// Mapped file blocks in the hashtable (first blocks in inodes not counted).
+    pub blocks: u64,
+    /// Data pages in use (including frees not yet durable).
+    pub pages_used: u64,
+    /// Data pages in all.
+    pub data_pages: u64,
+    /// WAL bytes in use.
+    pub wal_bytes: u64,
+    /// Checkpoints taken since open.
+    pub checkpoints: u64,
+    /// Icache counters.
+    pub icache: IcacheStats,
+}
+
+/// The icache's view of the device: inode blocks, and the log to sync before write-back.
+struct MetaIo<'a> {
+    zone: &'a Zone,
+    wal: &'a mut Wal,
+    wal_start: u64,
+    inode_start: u64,
+    synced: &'a mut bool,
+}
+
+/// Writes the unwritten WAL frames and flushes the device.
+fn sync_log(
+    zone: &Zone,
+    wal: &mut Wal,
+    wal_start: u64,
+    synced: &mut bool,
+) -> Result<(), PStoreError> {
+    wal.write_out(|page, bytes| zone.write(wal_start + page, bytes))?;
+    if !*synced {
+        zone.flush()?;
+        *synced = true;
+    }
+    Ok(())
+}
+
+impl InodeIo for MetaIo<'_> {
+    type Error = PStoreError;
+
+    fn read_blocks(&mut self, block: u64, buf: &mut [u8]) -> Result<(), PStoreError> {
+        Ok(self.zone.read(self.inode_start + block, buf)?)
+    }
+
+    fn write_block(&mut self, block: u64, buf: &[u8]) -> Result<(), PStoreError> {
+        *self.synced = false;
+        Ok(self.zone.write(self.inode_start + block, buf)?)
+    }
+
+    fn before_write_back(&mut self) -> Result<(), PStoreError> {
+        sync_log(self.zone, self.wal, self.wal_start, self.synced)
+    }
+}
+
+fn now_ns() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
+}
+
+/// The storage backend of one worker.
+#[derive(Debug)]
+pub struct PStore {
+    zone: Zone,
+    sb: Superblock,
+    cart: Cart,
+    inos: InodeTable,
+    islots: Bitmap,
+    icache: Icache,
+    data: PData,
+    wal: Wal,
+    next_ino: u64,
+    /// Records of the transaction being built.
+    tx: Vec<Record>,
+    /// Whether the device holds nothing unflushed.
+    synced: bool,
+    checkpoints: u64,
+}
+
+impl PStore {
+    /// Formats an empty PStore over the zone of `cfg` and returns it opened.
+    pub fn format(dev: Arc<NvmeDevice>, cfg: &PStoreConfig) -> Result<Self, PStoreError> {
+        let zone = Zone::new(dev, cfg.queue, cfg.first_lba, cfg.lbas)?;
+        let zp = zone.pages();
+        if cfg.inode_slots == 0 || cfg.wal_pages == 0 || !(1..=1024).contains(&cfg.block_pages) {
+            return Err(PStoreError::Invalid(format!(
+                "{cfg:?}: need inode slots, WAL pages and 1..=1024 pages per block"
+            )));
+        }
+        let inode_slots = cfg.inode_slots.div_ceil(PER_BLOCK) * PER_BLOCK;
+        let inode_pages = inode_slots / PER_BLOCK;
+        let ckpt_bytes = 64
+            + inode_slots * 16
+            + inode_slots.div_ceil(64) * 8
+            + cfg.max_dentries * CKPT_DENTRY
+            + zp * 28
+            + zp.div_ceil(64) * 8;
+        let ckpt_pages = ckpt_bytes.div_ceil(PAGE as u64);
+        let wal_start = 2;
+        let ckpt_a = wal_start + cfg.wal_pages;
+        let ckpt_b = ckpt_a + ckpt_pages;
+        let inode_start = ckpt_b + ckpt_pages;
+        let data_start = inode_start + inode_pages;
+        let data_pages = zp
+            .checked_sub(data_start)
+            .filter(|&d| d > 0)
+            .ok_or_else(|| {
+                PStoreError::Invalid(format!(
+                    "zone of {zp} pages holds no data after {data_start} metadata pages"
+                ))
+            })?;
+        let sb = Superblock {
+            generation: 0,
+            fs_id: common::hash::mix64(now_ns() as u64 ^ cfg.first_lba.rotate_left(32)),
+            zone_pages: zp,
+            wal_start,
+            wal_pages: cfg.wal_pages,
+            ckpt_start: [ckpt_a, ckpt_b],
+            ckpt_pages,
+            inode_start,
+            inode_slots,
+            data_start,
+            data_pages,
+            block_pages: cfg.block_pages,
+            max_dentries: cfg.max_dentries,
+            ino_base: cfg.ino_base,
+            active: 1,
+            ckpt_len: 0,
+            ckpt_crc: 0,
+            wal_seq: 1,
+        };
+        // Both superblock copies are replaced so that an older format cannot win.
+        zone.write(0, &[0u8; 2 * PAGE])?;
+        let mut s = Self::assemble(zone, sb, cfg, Cart::new(), InodeTable::default(), None)?;
+        s.next_ino = cfg.ino_base;
+        s.checkpoint()?;
+        Ok(s)
+    }
+
+    fn assemble(
+        zone: Zone,
+        sb: Superblock,
+        cfg: &PStoreConfig,
+        cart: Cart,
+        inos: InodeTable,
+        bitmaps: Option<(Bitmap, Bitmap, BlockTable)>,
+    ) -> Result<Self, PStoreError> {
+        let (islots, pages, blocks) = bitmaps.unwrap_or_else(|| {
+            (
+                Bitmap::new(sb.inode_slots),
+                Bitmap::new(sb.data_pages),
+                BlockTable::default(),
+            )
+        });
+        Ok(Self {
+            icache: Icache::new(
+                cfg.icache_blocks,
+                PAGE,
+                sb.inode_slots / PER_BLOCK,
+                cfg.dirty_ratio,
+            ),
+            data: PData::new(sb.data_start, pages, blocks, sb.block_pages),
+            wal: Wal::new(sb.fs_id, PAGE, sb.wal_pages * PAGE as u64, sb.wal_seq),
+            zone,
+            next_ino: sb.ino_base,
+            sb,
+            cart,
+            inos,
+            islots,
+            tx: Vec::new(),
+            synced: false,
+            checkpoints: 0,
+        })
+    }
+
+    /// Opens the PStore in the zone of `cfg` (only the zone and Icache settings are used):
+    /// loads the last checkpoint, replays the WAL and checkpoints.
+    pub fn open(dev: Arc<NvmeDevice>, cfg: &PStoreConfig) -> Result<Self, PStoreError> {
+        let zone = Zone::new(dev, cfg.queue, cfg.first_lba, cfg.lbas)?;
+        let mut pages = vec![0u8; 2 * PAGE];
+        zone.read(0, &mut pages)?;
+        let sb = [&pages[..PAGE], &pages[PAGE..]]
+            .into_iter()
+            .filter_map(Superblock::decode)
+            .max_by_key(|s| s.generation)
+            .ok_or_else(|| PStoreError::Corrupt("no valid superblock".into()))?;
+        sb.validate(zone.pages())?;
+        let mut ckpt = vec![0u8; (sb.ckpt_len as usize).div_ceil(PAGE) * PAGE];
+        zone.read(sb.ckpt_start[usize::from(sb.active)], &mut ckpt)?;
+        ckpt.truncate(sb.ckpt_len as usize);
+        if common::hash::crc32c(&ckpt) != sb.ckpt_crc {
+            return Err(PStoreError::Corrupt("checkpoint checksum mismatch".into()));
+        }
+        let mut s = Self::load_checkpoint(zone, sb, cfg, &ckpt)?;
+        let mut log = vec![0u8; (sb.wal_pages as usize) * PAGE];
+        s.zone.read(sb.wal_start, &mut log)?;
+        let replay = Wal::replay(sb.fs_id, &log, sb.wal_seq);
+        tracing::debug!(
+            frames = replay.frames.len(),
+            bytes = replay.end,
+            "PStore WAL replay"
+        );
+        for frame in &replay.frames {
+            for rec in frame {
+                s.apply(rec, false)?;
+            }
+        }
+        s.wal = Wal::new(sb.fs_id, PAGE, sb.wal_pages * PAGE as u64, replay.next_seq);
+        s.checkpoint()?;
+        Ok(s)
+    }
+
+    fn load_checkpoint(
+        zone: Zone,
+        sb: Superblock,
+        cfg: &PStoreConfig,
+        b: &[u8],
+    ) -> Result<Self, PStoreError> {
+        let bad = |what: &str| PStoreError::Corrupt(format!("checkpoint: {what}"));
+        let mut r = wal::Reader::new(b);
+        let u64_ = |r: &mut wal::Reader<'_>| r.u64().map_err(|_| bad("truncated"));
+        if u64_(&mut r)? != CKPT_MAGIC {
+            return Err(bad("bad magic"));
+        }
+        let next_ino = u64_(&mut r)?;
+        let n = u64_(&mut r)?;
+        let mut inos = InodeTable::default();
+        for _ in 0..n {
+            let ino = u64_(&mut r)?;
+            let slot = u64_(&mut r)?;
+            if slot >= sb.inode_slots {
+                return Err(bad("inode slot out of range"));
+            }
+            inos.insert(ino, slot);
+        }
+        let n = u64_(&mut r)?;
+        let mut blocks = BlockTable::default();
+        for _ in 0..n {
+            let key = (u64_(&mut r)?, u64_(&mut r)?);
+            let run = r.run().map_err(|_| bad("truncated"))?;
+            blocks.insert(key, run);
+        }
+        let n = u64_(&mut r)?;
+        let mut cart = Cart::new();
+        for _ in 0..n {
+            let pino = u64_(&mut r)?;
+            let name = r.name().map_err(|_| bad("truncated"))?;
+            let value = u64_(&mut r)?;
+            cart.insert(pino, &name, value)?;
+        }
+        let words = |bits: u64, r: &mut wal::Reader<'_>| -> Result<Bitmap, PStoreError> {
+            let w = (0..bits.div_ceil(64))
+                .map(|_| u64_(r))
+                .collect::<Result<Vec<_>, _>>()?;
+            Bitmap::from_words(bits, w).ok_or_else(|| bad("bitmap"))
+        };
+        let islots = words(sb.inode_slots, &mut r)?;
+        let pages = words(sb.data_pages, &mut r)?;
+        let mut s = Self::assemble(zone, sb, cfg, cart, inos, Some((islots, pages, blocks)))?;
+        s.next_ino = next_ino;
+        Ok(s)
+    }
+
+    fn encode_checkpoint(&self) -> Vec<u8> {
+        let mut b = Vec::new();
+        let put = |b: &mut Vec<u8>, v: u64| b.extend_from_slice(&v.to_le_bytes());
+        put(&mut b, CKPT_MAGIC);
+        put(&mut b, self.next_ino);
+        let mut inos: Vec<_> = self.inos.iter().map(|(&i, &s)| (i, s)).collect();
+        inos.sort_unstable();
+        put(&mut b, inos.len() as u64);
+        for (i, s) in inos {
+            put(&mut b, i);
+            put(&mut b, s);
+        }
+        let mut blocks: Vec<_> = self.data.blocks.iter().map(|(&k, &r)| (k, r)).collect();
+        blocks.sort_unstable_by_key(|e| e.0);
+        put(&mut b, blocks.len() as u64);
+        for ((ino, blk), run) in blocks {
+            put(&mut b, ino);
+            put(&mut b, blk);
+            put(&mut b, run.start);
+            b.extend_from_slice(&run.pages.to_le_bytes());
+        }
+        put(&mut b, self.cart.len() as u64);
+        self.cart.for_each(|pino, name, value| {
+            put(&mut b, pino);
+            b.push(name.len() as u8);
+            b.extend_from_slice(name);
+            put(&mut b, value);
+        });
+        for w in self.islots.words().iter().chain(self.data.pages.words()) {
+            put(&mut b, *w);
+        }
+        b
+    }
+
+    /// Writes all state to the inactive checkpoint area, switches the superblock to it and
+    /// empties the WAL.
+    pub fn checkpoint(&mut self) -> Result<(), PStoreError> {
+        self.commit()?;
+        self.icache.flush(&mut MetaIo {
+            zone: &self.zone,
+            wal: &mut self.wal,
+            wal_start: self.sb.wal_start,
+            inode_start: self.sb.inode_start,
+            synced: &mut self.synced,
+        })?;
+        let mut ckpt = self.encode_checkpoint();
+        if ckpt.len() as u64 > self.sb.ckpt_pages * PAGE as u64 {
+            return Err(PStoreError::NoSpace("checkpoint area"));
+        }
+        let mut sb = self.sb;
+        sb.active = 1 - sb.active;
+        sb.generation += 1;
+        sb.ckpt_len = ckpt.len() as u64;
+        sb.ckpt_crc = common::hash::crc32c(&ckpt);
+        sb.wal_seq = self.wal.next_seq();
+        ckpt.resize(ckpt.len().div_ceil(PAGE) * PAGE, 0);
+        self.zone
+            .write(sb.ckpt_start[usize::from(sb.active)], &ckpt)?;
+        self.zone.flush()?;
+        self.zone.write(sb.generation % 2, &sb.encode())?;
+        self.zone.flush()?;
+        self.sb = sb;
+        self.wal.reset();
+        self.synced = true;
+        self.checkpoints += 1;
+        Ok(())
+    }
+
+    /// Writes the WAL and flushes the device: every operation so far becomes durable.
+    fn commit(&mut self) -> Result<(), PStoreError> {
+        self.synced = false;
+        sync_log(
+            &self.zone,
+            &mut self.wal,
+            self.sb.wal_start,
+            &mut self.synced,
+        )?;
+        self.data.commit_frees()
+    }
+
+    /// Makes every operation so far durable (the data written and all metadata).
+    pub fn fsync(&mut self) -> Result<(), PStoreError> {
+        self.commit()
+    }
+
+    // ---- transactions ----
+
+    /// Starts an operation that logs at most `bytes` of records (checkpoints if the WAL lacks
+    /// room).
+    fn begin(&mut self, bytes: usize) -> Result<(), PStoreError> {
+        if !self.wal.fits(bytes) {
+            self.checkpoint()?;
+        }
+        if !self.wal.fits(bytes) {
+            return Err(PStoreError::NoSpace("WAL"));
+        }
+        Ok(())
+    }
+
+    /// Logs the transaction built so far, then applies its inode images (only now, so that an
+    /// Icache write-back never carries a change the log lacks).
+    fn end(&mut self) -> Result<(), PStoreError> {
+        if self.tx.is_empty() {
+            return Ok(());
+        }
+        let tx = std::mem::take(&mut self.tx);
+        self.wal
+            .append(&tx)
+            .map_err(|_| PStoreError::NoSpace("WAL"))?;
+        self.synced = false;
+        for rec in &tx {
+            if let Record::Inode { slot, image } = rec {
+                self.put_inode_image(*slot, image)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs `op` as one transaction of at most `bytes` of records.
+    fn run<T>(
+        &mut self,
+        bytes: usize,
+        op: impl FnOnce(&mut Self) -> Result<T, PStoreError>,
+    ) -> Result<T, PStoreError> {
+        self.begin(bytes)?;
+        // The op may write data pages; the next write-back must flush first.
+        self.synced = false;
+        let r = op(self);
+        // Whatever the op applied before failing is logged, so memory and log agree.
+        self.end()?;
+        r
+    }
+
+    /// Applies a record to the in-memory state (replay, or a live op for PMeta records).
+    fn apply(&mut self, rec: &Record, live: bool) -> Result<(), PStoreError> {
+        if self.data.apply(rec, live)? {
+            return Ok(());
+        }
+        match rec {
+            Record::InodeAlloc { slot } => self.islots.set_run(*slot, 1)?,
+            Record::InodeFree { slot } => self.islots.clear_run(*slot, 1)?,
+            Record::InoMap { ino, slot } => {
+                if *slot >= self.sb.inode_slots {
+                    return Err(PStoreError::Corrupt(format!("inode slot {slot}")));
+                }
+                self.inos.insert(*ino, *slot);
+            }
+            Record::InoUnmap { ino } => {
+                self.inos.remove(ino);
+            }
+            Record::DentryPut { pino, name, value } => {
+                self.cart.insert(*pino, name, *value)?;
+            }
+            Record::DentryDel { pino, name } => {
+                self.cart.remove(*pino, name);
+            }
+            Record::Inode { slot, image } => self.put_inode_image(*slot, image)?,
+            Record::NextIno { next } => self.next_ino = self.next_ino.max(*next),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Applies a PMeta record now and adds it to the transaction (inode images wait for
+    /// [`Self::end`]).
+    fn log(&mut self, rec: Record) -> Result<(), PStoreError> {
+        if !matches!(rec, Record::Inode { .. }) {
+            self.apply(&rec, true)?;
+        }
+        self.tx.push(rec);
+        Ok(())
+    }
+
+    fn meta_io(&mut self) -> (&mut Icache, MetaIo<'_>) {
+        (
+            &mut self.icache,
+            MetaIo {
+                zone: &self.zone,
+                wal: &mut self.wal,
+                wal_start: self.sb.wal_start,
+                inode_start: self.sb.inode_start,
+                synced: &mut self.synced,
+            },
+        )
+    }
+
+    fn put_inode_image(&mut self, slot: u64, image: &[u8; INODE_BYTES]) -> Result<(), PStoreError> {
+        if slot >= self.sb.inode_slots {
+            return Err(PStoreError::Corrupt(format!("inode slot {slot}")));
+        }
+        let (cache, mut io) = self.meta_io();
+        cache.write(
+            &mut io,
+            slot / PER_BLOCK,
+            (slot % PER_BLOCK) as usize * INODE_BYTES,
+            image,
+        )
+    }
+
+    fn log_inode(&mut self, slot: u64, inode: &Inode) -> Result<(), PStoreError> {
+        self.log(Record::Inode {
+            slot,
+            image: Box::new(inode.encode()),
+        })
+    }
+
+    // ---- metadata ----
+
+    /// Hands out a new inode number of this worker.
+    pub fn alloc_ino(&mut self) -> Result<u64, PStoreError> {
+        self.run(32, |s| {
+            let ino = s.next_ino;
+            s.log(Record::NextIno { next: ino + 1 })?;
+            Ok(ino)
+        })
+    }
+
+    /// Creates a file or directory: a new ino, its inode here, and the dentry `(pino, name)`
+    /// whose value is the ino. Fails if the dentry exists.
+    pub fn create(
+        &mut self,
+        pino: u64,
+        name: &[u8],
+        mode: u32,
+        uid: u32,
+        gid: u32,
+        hint: Hint,
+    ) -> Result<Inode, PStoreError> {
+        cart::check_name(name)?;
+        if self.cart.get(pino, name).is_some() {
+            return Err(PStoreError::Exists(format!(
+                "dentry {:?} in {pino}",
+                String::from_utf8_lossy(name)
+            )));
+        }
+        self.check_dentry_room()?;
+        self.run(2 * MAX_RECORD + 400, |s| {
+            let ino = s.next_ino;
+            s.log(Record::NextIno { next: ino + 1 })?;
+            let now = now_ns();
+            let inode = Inode {
+                ino,
+                mode,
+                uid,
+                gid,
+                nlink: 1,
+                atime_ns: now,
+                mtime_ns: now,
+                ctime_ns: now,
+                hint,
+                ..Inode::default()
+            };
+            s.add_inode(&inode)?;
+            s.log(Record::DentryPut {
+                pino,
+                name: name.to_vec(),
+                value: ino,
+            })?;
+            Ok(inode)
+        })
+    }
+
+    fn check_dentry_room(&self) -> Result<(), PStoreError> {
+        if self.cart.len() as u64 >= self.sb.max_dentries {
+            return Err(PStoreError::NoSpace("dentries"));
+        }
+        Ok(())
+    }
+
+    fn add_inode(&mut self, inode: &Inode) -> Result<u64, PStoreError> {
+        let slot = self
+            .islots
+            .alloc_run(1)
+            .ok_or(PStoreError::NoSpace("inode slots"))?;
+        // Found by the allocator; the record below sets the bit, live and in replay alike.
+        self.islots.clear_run(slot, 1)?;
+        self.log(Record::InodeAlloc { slot })?;
+        self.log_inode(slot, inode)?;
+        self.log(Record::InoMap {
+            ino: inode.ino,
+            slot,
+        })?;
+        Ok(slot)
+    }
+
+    /// Stores an inode whose number was assigned elsewhere (e.g. a sub-directory's inode
+    /// sharded to this worker); returns its inode offset.
+    pub fn insert_inode(&mut self, inode: &Inode) -> Result<u64, PStoreError> {
+        if self.inos.contains_key(&inode.ino) {
+            return Err(PStoreError::Exists(format!("inode {}", inode.ino)));
+        }
+        let mut inode = *inode;
+        inode.first_block = PageRun::NONE;
+        self.run(400, |s| s.add_inode(&inode))
+    }
+
+    /// The value of dentry `(pino, name)`.
+    pub fn lookup(&self, pino: u64, name: &[u8]) -> Option<u64> {
+        self.cart.get(pino, name)
+    }
+
+    /// Inserts or replaces a dentry; returns the previous value.
+    pub fn insert_dentry(
+        &mut self,
+        pino: u64,
+        name: &[u8],
+        value: u64,
+    ) -> Result<Option<u64>, PStoreError> {
+        cart::check_name(name)?;
+        if value > cart::MAX_VALUE {
+            return Err(CartError::BadValue(value).into());
+        }
+        let old = self.cart.get(pino, name);
+        if old.is_none() {
+            self.check_dentry_room()?;
+        }
+        self.run(MAX_RECORD, |s| {
+            s.log(Record::DentryPut {
+                pino,
+                name: name.to_vec(),
+                value,
+            })
+        })?;
+        Ok(old)
+    }
+
+    /// Removes a dentry; returns its value (`None`: there was none).
+    pub fn remove_dentry(&mut self, pino: u64, name: &[u8]) -> Result<Option<u64>, PStoreError> {
+        let Some(old) = self.cart.get(pino, name) else {
+            return Ok(None);
+        };
+        self.run(MAX_RECORD, |s| {
+            s.log(Record::DentryDel {
+                pino,
+                name: name.to_vec(),
+            })
+        })?;
+        Ok(Some(old))
+    }
+
+    /// Up to `limit` dentries of `pino` in name order, after `after` if given (readdir pages).
+    pub fn readdir(&self, pino: u64, after: Option<&[u8]>, limit: usize) -> Vec<(Vec<u8>, u64)> {
+        let mut out = Vec::new();
+        if limit == 0 {
+            return out;
+        }
+        self.cart.for_each_in_dir(pino, after, |n, v| {
+            out.push((n.to_vec(), v));
+            if out.len() == limit {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        });
+        out
+    }
+
+    /// Whether directory `pino` has dentries on this worker.
+    pub fn has_dentries(&self, pino: u64) -> bool {
+        self.cart.has_dir(pino)
+    }
+
+    /// The inode offset of `ino`, if its inode is here.
+    pub fn inode_offset(&self, ino: u64) -> Option<u64> {
+        self.inos.get(&ino).copied()
+    }
+
+    /// The inode at inode offset `slot` (a dentry value under the bigdir strategy).
+    pub fn getattr_at(&mut self, slot: u64) -> Result<Inode, PStoreError> {
+        if !self.islots.is_used(slot) {
+            return Err(PStoreError::Invalid(format!("inode offset {slot} is free")));
+        }
+        let mut b = [0u8; INODE_BYTES];
+        let (cache, mut io) = self.meta_io();
+        cache.read(
+            &mut io,
+            slot / PER_BLOCK,
+            (slot % PER_BLOCK) as usize * INODE_BYTES,
+            &mut b,
+        )?;
+        Inode::decode(&b).map_err(|source| PStoreError::Inode { ino: slot, source })
+    }
+
+    /// The inode of `ino`.
+    pub fn getattr(&mut self, ino: u64) -> Result<Inode, PStoreError> {
+        let slot = self.inode_offset(ino).ok_or(PStoreError::NoInode(ino))?;
+        let i = self.getattr_at(slot).map_err(|e| match e {
+            PStoreError::Inode { source, .. } => PStoreError::Inode { ino, source },
+            e => e,
+        })?;
+        if i.ino != ino {
+            return Err(PStoreError::Corrupt(format!(
+                "slot {slot} of ino {ino} holds ino {}",
+                i.ino
+            )));
+        }
+        Ok(i)
+    }
+
+    /// Changes attributes; a size change truncates or extends the blocks held here.
+    pub fn setattr(&mut self, ino: u64, attr: &SetAttr) -> Result<Inode, PStoreError> {
+        if let Some(size) = attr.size {
+            self.truncate(ino, size)?;
+        }
+        let slot = self.inode_offset(ino).ok_or(PStoreError::NoInode(ino))?;
+        let mut i = self.getattr(ino)?;
+        i.mode = attr.mode.unwrap_or(i.mode);
+        i.uid = attr.uid.unwrap_or(i.uid);
+        i.gid = attr.gid.unwrap_or(i.gid);
+        i.atime_ns = attr.atime_ns.unwrap_or(i.atime_ns);
+        i.mtime_ns = attr.mtime_ns.unwrap_or(i.mtime_ns);
+        i.hint = attr.hint.unwrap_or(i.hint);
+        i.ctime_ns = now_ns();
+        self.run(MAX_RECORD, |s| s.log_inode(slot, &i))?;
+        Ok(i)
+    }
+
+    /// Changes the link count by `delta` (hard links, rename); at zero the inode and its data
+    /// here are removed. Returns the new count.
+    pub fn link(&mut self, ino: u64, delta: i32) -> Result<u32, PStoreError> {
+        let slot = self.inode_offset(ino).ok_or(PStoreError::NoInode(ino))?;
+        let mut i = self.getattr(ino)?;
+        i.nlink = i.nlink.saturating_add_signed(delta);
+        if i.nlink == 0 {
+            self.remove_inode(ino)?;
+            return Ok(0);
+        }
+        i.ctime_ns = now_ns();
+        self.run(MAX_RECORD, |s| s.log_inode(slot, &i))?;
+        Ok(i.nlink)
+    }
+
+    /// Removes dentry `(pino, name)` and drops one link of the inode it names if that inode
+    /// is here (the value is taken as an ino, as [`Self::create`] stores). Returns the value.
+    pub fn unlink(&mut self, pino: u64, name: &[u8]) -> Result<u64, PStoreError> {
+        let value = self
+            .remove_dentry(pino, name)?
+            .ok_or_else(|| PStoreError::NoEntry {
+                pino,
+                name: String::from_utf8_lossy(name).into_owned(),
+            })?;
+        if self.inos.contains_key(&value) {
+            self.link(value, -1)?;
+        }
+        Ok(value)
+    }
+
+    /// Removes inode `ino` and all of its data blocks here.
+    pub fn remove_inode(&mut self, ino: u64) -> Result<(), PStoreError> {
+        let slot = self.inode_offset(ino).ok_or(PStoreError::NoInode(ino))?;
+        let i = self.getattr(ino)?;
+        self.drop_blocks(ino, 0)?;
+        self.run(200, |s| {
+            s.data.free(i.first_block, &mut s.tx);
+            s.log(Record::InoUnmap { ino })?;
+            s.log(Record::InodeFree { slot })
+        })
+    }
+
+    /// Frees the hashtable blocks of `ino` from `from` on, a transaction per batch.
+    fn drop_blocks(&mut self, ino: u64, from: u64) -> Result<(), PStoreError> {
+        let blocks: Vec<u64> = self
+            .data
+            .blocks_of(ino)
+            .into_iter()
+            .filter(|&b| b >= from)
+            .collect();
+        for chunk in blocks.chunks(BLOCKS_PER_TX) {
+            self.run(chunk.len() * 80, |s| {
+                for &b in chunk {
+                    let run = s.data.run_of(ino, b);
+                    s.data.free(run, &mut s.tx);
+                    s.data.map(ino, b, PageRun::NONE, &mut s.tx);
+                }
+                Ok(())
+            })?;
+        }
+        Ok(())
+    }
+
+    // ---- data ----
+
+    /// The run of block `block` of `ino`: inline in the inode for block 0 of a local inode.
+    fn block_run(&self, local: Option<&Inode>, ino: u64, block: u64) -> PageRun {
+        match local {
+            Some(i) if block == 0 => i.first_block,
+            _ => self.data.run_of(ino, block),
+        }
+    }
+
+    /// Bytes of a file block.
+    pub fn block_bytes(&self) -> u64 {
+        self.data.block_bytes() as u64
+    }
+
+    /// Writes `data` at `offset` of file `ino`, into the blocks held here. When the inode is
+    /// here, its first block is mapped inline and its size and mtime follow the write.
+    pub fn write(&mut self, ino: u64, offset: u64, data: &[u8]) -> Result<usize, PStoreError> {
+        let bs = self.block_bytes();
+        offset
+            .checked_add(data.len() as u64)
+            .ok_or_else(|| PStoreError::Invalid(format!("write at {offset} overflows")))?;
+        let mut done = 0usize;
+        while done < data.len() {
+            // One transaction per batch of blocks.
+            let start = offset + done as u64;
+            let first_block = start / bs;
+            let batch_end =
+                ((first_block + BLOCKS_PER_TX as u64) * bs).min(offset + data.len() as u64);
+            let piece = &data[done..done + (batch_end - start) as usize];
+            self.run(BLOCKS_PER_TX * 100 + MAX_RECORD, |s| {
+                s.write_batch(ino, start, piece)
+            })?;
+            done += piece.len();
+        }
+        Ok(data.len())
+    }
+
+    fn write_batch(&mut self, ino: u64, offset: u64, data: &[u8]) -> Result<(), PStoreError> {
+        let bs = self.block_bytes();
+        let slot = self.inode_offset(ino);
+        let mut local = match slot {
+            Some(_) => Some(self.getattr(ino)?),
+            None => None,
+        };
+        let mut at = 0usize;
+        while at < data.len() {
+            let pos = offset + at as u64;
+            let block = pos / bs;
+            let off = (pos % bs) as usize;
+            let n = (bs as usize - off).min(data.len() - at);
+            let run = self.block_run(local.as_ref(), ino, block);
+            let new =
+                self.data
+                    .write_block(&self.zone, run, off, &data[at..at + n], &mut self.tx)?;
+            if new != run {
+                match local.as_mut() {
+                    Some(i) if block == 0 => i.first_block = new,
+                    _ => self.data.map(ino, block, new, &mut self.tx),
+                }
+            }
+            at += n;
+        }
+        if let (Some(slot), Some(mut i)) = (slot, local) {
+            i.size = i.size.max(offset + data.len() as u64);
+            i.mtime_ns = now_ns();
+            i.ctime_ns = i.mtime_ns;
+            self.log_inode(slot, &i)?;
+        }
+        Ok(())
+    }
+
+    /// Reads into `buf` from `offset` of file `ino`; returns the bytes read. With the inode
+    /// here, reading stops at the file size; otherwise the whole buffer is filled from the
+    /// blocks here (holes read zeros).
+    pub fn read(&mut self, ino: u64, offset: u64, buf: &mut [u8]) -> Result<usize, PStoreError> {
+        let bs = self.block_bytes();
+        let local = match self.inode_offset(ino) {
+            Some(_) => Some(self.getattr(ino)?),
+            None => None,
+        };
+        let len = match &local {
+            Some(i) => i.size.saturating_sub(offset).min(buf.len() as u64) as usize,
+            None => buf.len(),
+        };
+        let mut at = 0usize;
+        while at < len {
+            let pos = offset + at as u64;
+            let block = pos / bs;
+            let off = (pos % bs) as usize;
+            let n = (bs as usize - off).min(len - at);
+            let run = self.block_run(local.as_ref(), ino, block);
+            self.data
+                .read_block(&self.zone, run, off, &mut buf[at..at + n])?;
+            at += n;
+        }
+        Ok(len)
+    }
+
+    /// The pages of file block 0 of a local inode (clients read small files from there).
+    pub fn first_block(&mut self, ino: u64) -> Result<PageRun, PStoreError> {
+        Ok(self.getattr(ino)?.first_block)
+    }
+
+    /// Sets the size of `ino` (whose inode is here): blocks past it are freed and the tail of
+    /// the last block zeroed.
+    pub fn truncate(&mut self, ino: u64, size: u64) -> Result<(), PStoreError> {
+        let slot = self.inode_offset(ino).ok_or(PStoreError::NoInode(ino))?;
+        self.truncate_blocks(ino, size)?;
+        let mut i = self.getattr(ino)?;
+        if size < i.size {
+            let keep = size.min(self.block_bytes()) as usize;
+            self.run(200, |s| {
+                let run = s
+                    .data
+                    .shrink_block(&s.zone, i.first_block, keep, &mut s.tx)?;
+                i.first_block = run;
+                Ok(())
+            })?;
+        }
+        i.size = size;
+        i.mtime_ns = now_ns();
+        i.ctime_ns = i.mtime_ns;
+        self.run(MAX_RECORD, |s| s.log_inode(slot, &i))
+    }
+
+    /// Cuts the hashtable blocks of `ino` held here to `size` bytes (for files whose inode is
+    /// elsewhere the server calls this on every worker holding blocks).
+    pub fn truncate_blocks(&mut self, ino: u64, size: u64) -> Result<(), PStoreError> {
+        let bs = self.block_bytes();
+        self.drop_blocks(ino, size.div_ceil(bs))?;
+        let partial = size / bs;
+        let run = self.data.run_of(ino, partial);
+        if !size.is_multiple_of(bs) && !run.is_none() {
+            let keep = (size % bs) as usize;
+            self.run(200, |s| {
+                let new = s.data.shrink_block(&s.zone, run, keep, &mut s.tx)?;
+                if new != run {
+                    s.data.map(ino, partial, new, &mut s.tx);
+                }
+                Ok(())
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Occupancy and counters.
+    pub fn stats(&self) -> PStoreStats {
+        PStoreStats {
+            inodes: self.inos.len() as u64,
+            inode_slots: self.sb.inode_slots,
+            dentries: self.cart.len() as u64,
+            blocks: self.data.blocks.len() as u64,
+            pages_used: self.data.pages.used(),
+            data_pages: self.sb.data_pages,
+            wal_bytes: self.wal.len(),
+            checkpoints: self.checkpoints,
+            icache: self.icache.stats(),
+        }
+    }
+
+    /// The dentry index (for memory accounting).
+    pub fn cart(&self) -> &Cart {
+        &self.cart
+    }
+
+    /// Whether data page `page` is allocated (for consistency checks).
+    pub fn page_allocated(&self, page: u64) -> bool {
+        self.data.pages.is_used(page)
+    }
+
+    /// Every (ino, block, run) mapping here, block 0 of local inodes included (for consistency
+    /// checks and tools).
+    pub fn mappings(&mut self) -> Result<Vec<(u64, u64, PageRun)>, PStoreError> {
+        let mut v: Vec<_> = self
+            .data
+            .blocks
+            .iter()
+            .map(|(&(i, b), &r)| (i, b, r))
+            .collect();
+        let inos: Vec<u64> = self.inos.keys().copied().collect();
+        for ino in inos {
+            let run = self.getattr(ino)?.first_block;
+            if !run.is_none() {
+                v.push((ino, 0, run));
+            }
+        }
+        v.sort_unstable_by_key(|e| (e.0, e.1));
+        Ok(v)
+    }
+}

@@ -1,0 +1,553 @@
+//! The write-ahead log of PStore's hashtables and bitmaps (PeakFS §III-C: "All hashtables use
+//! write-ahead logs (WALs) to ensure recovery").
+//!
+//! Each operation of a worker becomes one transaction frame holding the records of every
+//! table, bitmap, dentry and inode change it made:
+//!
+//! ```text
+//! len u32 | crc32c u32 | seq u64 | records ...      (len counts the whole frame)
+//! ```
+//!
+//! The checksum covers the filesystem id (from the superblock, so that frames of an earlier
+//! format never validate), then the frame from `seq` on. Replay reads frames in order and
+//! stops at the first one whose length, checksum or sequence number is wrong: a torn tail is
+//! ignored, and every complete frame is applied whole. Frames are buffered in memory and
+//! written at commit (group commit); the page holding the log end is rewritten by the next
+//! commit. A checkpoint empties the log.
+
+use super::inode::INODE_BYTES;
+use super::table::PageRun;
+
+/// Bytes of a frame header.
+pub const FRAME_HEADER: usize = 16;
+/// Upper bound on one encoded record (a dentry with a 255-byte name).
+pub const MAX_RECORD: usize = 1 + 8 + 1 + 255 + 8;
+
+/// One change to a table, bitmap, the dentry index or an inode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Record {
+    /// Inode bitmap: slot taken.
+    InodeAlloc {
+        /// inode offset (slot)
+        slot: u64,
+    },
+    /// Inode bitmap: slot freed.
+    InodeFree {
+        /// inode offset (slot)
+        slot: u64,
+    },
+    /// Inode hashtable: ino → slot.
+    InoMap {
+        /// inode number
+        ino: u64,
+        /// inode offset
+        slot: u64,
+    },
+    /// Inode hashtable: ino removed.
+    InoUnmap {
+        /// inode number
+        ino: u64,
+    },
+    /// Page bitmap: run taken.
+    PageAlloc {
+        /// the pages
+        run: PageRun,
+    },
+    /// Page bitmap: run freed.
+    PageFree {
+        /// the pages
+        run: PageRun,
+    },
+    /// Block hashtable: (ino, block) → run.
+    BlockMap {
+        /// inode number
+        ino: u64,
+        /// file block
+        block: u64,
+        /// its pages
+        run: PageRun,
+    },
+    /// Block hashtable: (ino, block) removed.
+    BlockUnmap {
+        /// inode number
+        ino: u64,
+        /// file block
+        block: u64,
+    },
+    /// Dentry index: (pino, name) → value.
+    DentryPut {
+        /// parent directory
+        pino: u64,
+        /// name
+        name: Vec<u8>,
+        /// ino or inode offset
+        value: u64,
+    },
+    /// Dentry index: (pino, name) removed.
+    DentryDel {
+        /// parent directory
+        pino: u64,
+        /// name
+        name: Vec<u8>,
+    },
+    /// The new image of the inode in `slot`.
+    Inode {
+        /// inode offset
+        slot: u64,
+        /// encoded inode
+        image: Box<[u8; INODE_BYTES]>,
+    },
+    /// The next inode number this worker hands out.
+    NextIno {
+        /// next ino
+        next: u64,
+    },
+}
+
+/// Errors of WAL decoding and appending.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WalError {
+    /// the log region cannot hold the frame; checkpoint first
+    #[error("WAL full: {need} bytes needed, {free} free")]
+    Full {
+        /// frame bytes
+        need: usize,
+        /// free bytes
+        free: u64,
+    },
+    /// a frame's records do not parse
+    #[error("WAL record malformed at byte {0} of its frame")]
+    Malformed(usize),
+}
+
+/// A little-endian cursor over a byte slice (WAL frames, checkpoints, superblocks).
+#[derive(Debug)]
+pub(super) struct Reader<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    pub(super) fn new(b: &'a [u8]) -> Self {
+        Self { b, at: 0 }
+    }
+
+    fn take(&mut self, n: usize) -> Result<&[u8], WalError> {
+        let s = self
+            .b
+            .get(self.at..self.at + n)
+            .ok_or(WalError::Malformed(self.at))?;
+        self.at += n;
+        Ok(s)
+    }
+
+    pub(super) fn u8(&mut self) -> Result<u8, WalError> {
+        Ok(self.take(1)?[0])
+    }
+
+    pub(super) fn u32(&mut self) -> Result<u32, WalError> {
+        let mut w = [0u8; 4];
+        w.copy_from_slice(self.take(4)?);
+        Ok(u32::from_le_bytes(w))
+    }
+
+    pub(super) fn u64(&mut self) -> Result<u64, WalError> {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(self.take(8)?);
+        Ok(u64::from_le_bytes(w))
+    }
+
+    pub(super) fn run(&mut self) -> Result<PageRun, WalError> {
+        Ok(PageRun {
+            start: self.u64()?,
+            pages: self.u32()?,
+        })
+    }
+
+    pub(super) fn name(&mut self) -> Result<Vec<u8>, WalError> {
+        let n = usize::from(self.u8()?);
+        Ok(self.take(n)?.to_vec())
+    }
+}
+
+impl Record {
+    /// Appends the encoding to `out`.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let run = |out: &mut Vec<u8>, r: &PageRun| {
+            out.extend_from_slice(&r.start.to_le_bytes());
+            out.extend_from_slice(&r.pages.to_le_bytes());
+        };
+        let name = |out: &mut Vec<u8>, n: &[u8]| {
+            out.push(n.len() as u8);
+            out.extend_from_slice(n);
+        };
+        match self {
+            Record::InodeAlloc { slot } => {
+                out.push(1);
+                out.extend_from_slice(&slot.to_le_bytes());
+            }
+            Record::InodeFree { slot } => {
+                out.push(2);
+                out.extend_from_slice(&slot.to_le_bytes());
+            }
+            Record::InoMap { ino, slot } => {
+                out.push(3);
+                out.extend_from_slice(&ino.to_le_bytes());
+                out.extend_from_slice(&slot.to_le_bytes());
+            }
+            Record::InoUnmap { ino } => {
+                out.push(4);
+                out.extend_from_slice(&ino.to_le_bytes());
+            }
+            Record::PageAlloc { run: r } => {
+                out.push(5);
+                run(out, r);
+            }
+            Record::PageFree { run: r } => {
+                out.push(6);
+                run(out, r);
+            }
+            Record::BlockMap { ino, block, run: r } => {
+                out.push(7);
+                out.extend_from_slice(&ino.to_le_bytes());
+                out.extend_from_slice(&block.to_le_bytes());
+                run(out, r);
+            }
+            Record::BlockUnmap { ino, block } => {
+                out.push(8);
+                out.extend_from_slice(&ino.to_le_bytes());
+                out.extend_from_slice(&block.to_le_bytes());
+            }
+            Record::DentryPut {
+                pino,
+                name: n,
+                value,
+            } => {
+                out.push(9);
+                out.extend_from_slice(&pino.to_le_bytes());
+                name(out, n);
+                out.extend_from_slice(&value.to_le_bytes());
+            }
+            Record::DentryDel { pino, name: n } => {
+                out.push(10);
+                out.extend_from_slice(&pino.to_le_bytes());
+                name(out, n);
+            }
+            Record::Inode { slot, image } => {
+                out.push(11);
+                out.extend_from_slice(&slot.to_le_bytes());
+                out.extend_from_slice(&image[..]);
+            }
+            Record::NextIno { next } => {
+                out.push(12);
+                out.extend_from_slice(&next.to_le_bytes());
+            }
+        }
+    }
+
+    /// Decodes all records of a frame body.
+    pub fn decode_all(body: &[u8]) -> Result<Vec<Record>, WalError> {
+        let mut r = Reader::new(body);
+        let mut out = Vec::new();
+        while r.at < body.len() {
+            let at = r.at;
+            let rec = match r.u8()? {
+                1 => Record::InodeAlloc { slot: r.u64()? },
+                2 => Record::InodeFree { slot: r.u64()? },
+                3 => Record::InoMap {
+                    ino: r.u64()?,
+                    slot: r.u64()?,
+                },
+                4 => Record::InoUnmap { ino: r.u64()? },
+                5 => Record::PageAlloc { run: r.run()? },
+                6 => Record::PageFree { run: r.run()? },
+                7 => Record::BlockMap {
+                    ino: r.u64()?,
+                    block: r.u64()?,
+                    run: r.run()?,
+                },
+                8 => Record::BlockUnmap {
+                    ino: r.u64()?,
+                    block: r.u64()?,
+                },
+                9 => Record::DentryPut {
+                    pino: r.u64()?,
+                    name: r.name()?,
+                    value: r.u64()?,
+                },
+                10 => Record::DentryDel {
+                    pino: r.u64()?,
+                    name: r.name()?,
+                },
+                11 => {
+                    let slot = r.u64()?;
+                    let mut image = Box::new([0u8; INODE_BYTES]);
+                    image.copy_from_slice(r.take(INODE_BYTES)?);
+                    Record::Inode { slot, image }
+                }
+                12 => Record::NextIno { next: r.u64()? },
+                _ => return Err(WalError::Malformed(at)),
+            };
+            out.push(rec);
+        }
+        Ok(out)
+    }
+}
+
+fn frame_crc(fs_id: u64, from_seq: &[u8]) -> u32 {
+    common::hash::crc32c_append(common::hash::crc32c(&fs_id.to_le_bytes()), from_seq)
+}
+
+/// The in-memory end of the log: frames not yet written, and where the next one goes.
+#[derive(Debug)]
+pub struct Wal {
+    fs_id: u64,
+    page: usize,
+    capacity: u64,
+    /// Bytes of the log from `buf_start` (page-aligned) to the end.
+    buf: Vec<u8>,
+    buf_start: u64,
+    /// Bytes of `buf` already on the device.
+    written: usize,
+    next_seq: u64,
+}
+
+/// The result of reading a log region.
+#[derive(Debug)]
+pub struct Replay {
+    /// The complete frames, in order, each the records of one transaction.
+    pub frames: Vec<Vec<Record>>,
+    /// Log bytes the complete frames take.
+    pub end: u64,
+    /// Sequence number after the last complete frame.
+    pub next_seq: u64,
+}
+
+impl Wal {
+    /// An empty log over `capacity` bytes of pages of `page` bytes, first frame `next_seq`.
+    pub fn new(fs_id: u64, page: usize, capacity: u64, next_seq: u64) -> Self {
+        Self {
+            fs_id,
+            page,
+            capacity,
+            buf: Vec::new(),
+            buf_start: 0,
+            written: 0,
+            next_seq,
+        }
+    }
+
+    /// Sequence number of the next frame.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// Log bytes in use.
+    pub fn len(&self) -> u64 {
+        self.buf_start + self.buf.len() as u64
+    }
+
+    /// Whether the log holds no frame.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether frames not yet written exist.
+    pub fn has_unwritten(&self) -> bool {
+        self.written < self.buf.len()
+    }
+
+    /// Whether a frame of `body` bytes fits.
+    pub fn fits(&self, body: usize) -> bool {
+        self.len() + (FRAME_HEADER + body) as u64 <= self.capacity
+    }
+
+    /// Appends one transaction frame.
+    pub fn append(&mut self, records: &[Record]) -> Result<u64, WalError> {
+        let start = self.buf.len();
+        self.buf.extend_from_slice(&[0u8; 8]);
+        self.buf.extend_from_slice(&self.next_seq.to_le_bytes());
+        for r in records {
+            r.encode(&mut self.buf);
+        }
+        let len = self.buf.len() - start;
+        if self.len() > self.capacity {
+            self.buf.truncate(start);
+            return Err(WalError::Full {
+                need: len,
+                free: self.capacity - self.len(),
+            });
+        }
+        let crc = frame_crc(self.fs_id, &self.buf[start + 8..]);
+        self.buf[start..start + 4].copy_from_slice(&(len as u32).to_le_bytes());
+        self.buf[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        Ok(seq)
+    }
+
+    /// Writes the unwritten frames with `write(first_page, bytes)` (whole pages, zero padded)
+    /// and keeps the last partial page for the next commit.
+    pub fn write_out<E>(
+        &mut self,
+        mut write: impl FnMut(u64, &[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        if !self.has_unwritten() {
+            return Ok(());
+        }
+        let from = self.written / self.page * self.page;
+        let mut out = self.buf[from..].to_vec();
+        out.resize(out.len().div_ceil(self.page) * self.page, 0);
+        write((self.buf_start + from as u64) / self.page as u64, &out)?;
+        let keep = self.buf.len() / self.page * self.page;
+        self.buf.drain(..keep);
+        self.buf_start += keep as u64;
+        self.written = self.buf.len();
+        Ok(())
+    }
+
+    /// Empties the log after a checkpoint; sequence numbers continue.
+    pub fn reset(&mut self) {
+        self.buf.clear();
+        self.buf_start = 0;
+        self.written = 0;
+    }
+
+    /// Reads the frames of a log region that start at `first_seq`; stops at the first frame
+    /// that is torn, corrupt or out of sequence.
+    pub fn replay(fs_id: u64, region: &[u8], first_seq: u64) -> Replay {
+        let mut at = 0usize;
+        let mut seq = first_seq;
+        let mut frames = Vec::new();
+        while let Some(h) = region.get(at..at + FRAME_HEADER) {
+            let len = u32::from_le_bytes([h[0], h[1], h[2], h[3]]) as usize;
+            let crc = u32::from_le_bytes([h[4], h[5], h[6], h[7]]);
+            let mut s = [0u8; 8];
+            s.copy_from_slice(&h[8..16]);
+            if len < FRAME_HEADER || u64::from_le_bytes(s) != seq {
+                break;
+            }
+            let Some(frame) = region.get(at..at + len) else {
+                break;
+            };
+            if frame_crc(fs_id, &frame[8..]) != crc {
+                break;
+            }
+            let Ok(records) = Record::decode_all(&frame[FRAME_HEADER..]) else {
+                break;
+            };
+            frames.push(records);
+            at += len;
+            seq += 1;
+        }
+        Replay {
+            frames,
+            end: at as u64,
+            next_seq: seq,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Vec<Record> {
+        vec![
+            Record::InodeAlloc { slot: 3 },
+            Record::InoMap { ino: 9, slot: 3 },
+            Record::PageAlloc {
+                run: PageRun { start: 4, pages: 2 },
+            },
+            Record::BlockMap {
+                ino: 9,
+                block: 1,
+                run: PageRun { start: 4, pages: 2 },
+            },
+            Record::DentryPut {
+                pino: 1,
+                name: b"file.1".to_vec(),
+                value: 9,
+            },
+            Record::Inode {
+                slot: 3,
+                image: Box::new([7; INODE_BYTES]),
+            },
+            Record::NextIno { next: 10 },
+            Record::DentryDel {
+                pino: 1,
+                name: vec![b'x'; 255],
+            },
+            Record::BlockUnmap { ino: 9, block: 1 },
+            Record::PageFree {
+                run: PageRun { start: 4, pages: 2 },
+            },
+            Record::InoUnmap { ino: 9 },
+            Record::InodeFree { slot: 3 },
+        ]
+    }
+
+    fn written(wal: &mut Wal, region: &mut [u8]) {
+        wal.write_out(|page, bytes| {
+            let at = page as usize * 512;
+            region[at..at + bytes.len()].copy_from_slice(bytes);
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+    }
+
+    #[test]
+    fn frames_replay_in_order_across_commits() {
+        let mut wal = Wal::new(42, 512, 8192, 5);
+        let mut region = vec![0u8; 8192];
+        for i in 0..10 {
+            wal.append(&sample()).unwrap();
+            if i % 3 == 0 {
+                written(&mut wal, &mut region);
+            }
+        }
+        written(&mut wal, &mut region);
+        let r = Wal::replay(42, &region, 5);
+        assert_eq!(r.frames.len(), 10);
+        assert!(r.frames.iter().all(|f| *f == sample()));
+        assert_eq!((r.end, r.next_seq), (wal.len(), 15));
+        assert!(
+            Wal::replay(43, &region, 5).frames.is_empty(),
+            "another fs id"
+        );
+        assert!(
+            Wal::replay(42, &region, 6).frames.is_empty(),
+            "another epoch"
+        );
+    }
+
+    #[test]
+    fn a_torn_or_corrupt_frame_ends_the_replay_and_earlier_frames_survive() {
+        let mut wal = Wal::new(1, 512, 8192, 0);
+        let mut region = vec![0u8; 8192];
+        for _ in 0..3 {
+            wal.append(&sample()).unwrap();
+        }
+        written(&mut wal, &mut region);
+        let frame = (wal.len() / 3) as usize;
+        for cut in [frame * 2 + 1, frame * 3 - 1] {
+            let mut torn = region.clone();
+            // What never reached the disk holds older bytes, not necessarily zeros.
+            torn[cut..].fill(0xEE);
+            assert_eq!(Wal::replay(1, &torn, 0).frames.len(), 2, "cut at {cut}");
+        }
+        let mut bad = region.clone();
+        bad[frame + 40] ^= 1;
+        assert_eq!(Wal::replay(1, &bad, 0).frames.len(), 1);
+    }
+
+    #[test]
+    fn a_full_log_refuses_the_frame_and_stays_intact() {
+        let mut wal = Wal::new(1, 512, 700, 0);
+        wal.append(&sample()).unwrap();
+        let len = wal.len();
+        assert!(matches!(wal.append(&sample()), Err(WalError::Full { .. })));
+        assert_eq!(wal.len(), len);
+        assert_eq!(wal.next_seq(), 1);
+    }
+}

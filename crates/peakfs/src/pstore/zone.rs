@@ -1,0 +1,239 @@
+//! A worker's zone: a byte range of one NVMe namespace, reached through `gpu-nvme`'s host
+//! queues (the user-space, per-thread queue path that SPDK gives the paper, PeakFS §III-B and
+//! §III-C: "each worker thread holds a data zone on the SSD").
+//!
+//! The zone is addressed in pages of [`PAGE`] bytes; the namespace's LBA size must divide it.
+//! A worker either owns one host queue of the device (its commands never meet another
+//! worker's on a queue, and up to half the queue depth of page commands are in flight), or
+//! shares the device's queues through its synchronous block API.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gpu_nvme::device::{DeviceError, HostQueueHandle, NvmeDevice};
+use gpu_nvme::queue::Ticket;
+
+/// How long one command may take.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Bytes of a page: the unit of the inode zone, the WAL, checkpoints and data.
+pub const PAGE: usize = 4096;
+
+/// Errors of zone I/O.
+#[derive(Debug, thiserror::Error)]
+pub enum ZoneError {
+    /// the device failed
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+    /// the zone does not fit the namespace, or its LBA size does not divide a page
+    #[error(
+        "zone of {lbas} LBAs at {first_lba} does not fit a namespace of {capacity} LBAs of {lba_size} bytes"
+    )]
+    Geometry {
+        /// first LBA
+        first_lba: u64,
+        /// LBAs
+        lbas: u64,
+        /// namespace LBAs
+        capacity: u64,
+        /// LBA size
+        lba_size: u32,
+    },
+    /// the host queue does not exist
+    #[error("host queue {queue} does not exist; the device has {queues}")]
+    NoQueue {
+        /// the queue asked for
+        queue: usize,
+        /// host queues of the device
+        queues: usize,
+    },
+    /// a command did not complete in time
+    #[error("a command at LBA {0} did not complete in time")]
+    Timeout(u64),
+    /// an access past the end of the zone
+    #[error("pages {page}+{count} are outside the zone of {pages} pages")]
+    Range {
+        /// first page
+        page: u64,
+        /// pages
+        count: u64,
+        /// pages in the zone
+        pages: u64,
+    },
+}
+
+/// The buffer of a pipelined transfer.
+enum Io<'a> {
+    Read(&'a mut [u8]),
+    Write(&'a [u8]),
+}
+
+impl Io<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Io::Read(b) => b.len(),
+            Io::Write(b) => b.len(),
+        }
+    }
+}
+
+/// A page-addressed range of a namespace.
+#[derive(Debug, Clone)]
+pub struct Zone {
+    dev: Arc<NvmeDevice>,
+    queue: Option<usize>,
+    first_lba: u64,
+    lbas_per_page: u64,
+    pages: u64,
+}
+
+impl Zone {
+    /// The zone of `lbas` LBAs starting at `first_lba` (whole pages only), reached through
+    /// host queue `queue` of the device, or through its shared queues for `None`.
+    pub fn new(
+        dev: Arc<NvmeDevice>,
+        queue: Option<usize>,
+        first_lba: u64,
+        lbas: u64,
+    ) -> Result<Self, ZoneError> {
+        if let Some(q) = queue
+            && q >= dev.host_queues()
+        {
+            return Err(ZoneError::NoQueue {
+                queue: q,
+                queues: dev.host_queues(),
+            });
+        }
+        let g = dev.geometry();
+        let lba = g.block_size();
+        let bad = || ZoneError::Geometry {
+            first_lba,
+            lbas,
+            capacity: g.capacity_blocks(),
+            lba_size: lba,
+        };
+        if lba == 0 || !PAGE.is_multiple_of(lba as usize) {
+            return Err(bad());
+        }
+        if first_lba
+            .checked_add(lbas)
+            .is_none_or(|e| e > g.capacity_blocks())
+        {
+            return Err(bad());
+        }
+        let lbas_per_page = (PAGE / lba as usize) as u64;
+        Ok(Self {
+            dev,
+            queue,
+            first_lba,
+            lbas_per_page,
+            pages: lbas / lbas_per_page,
+        })
+    }
+
+    /// Pages in the zone.
+    pub fn pages(&self) -> u64 {
+        self.pages
+    }
+
+    fn lba(&self, page: u64, len: usize) -> Result<u64, ZoneError> {
+        let count = len.div_ceil(PAGE) as u64;
+        if !len.is_multiple_of(PAGE) || page.checked_add(count).is_none_or(|e| e > self.pages) {
+            return Err(ZoneError::Range {
+                page,
+                count,
+                pages: self.pages,
+            });
+        }
+        Ok(self.first_lba + page * self.lbas_per_page)
+    }
+
+    /// Reads whole pages from `page`.
+    pub fn read(&self, page: u64, buf: &mut [u8]) -> Result<(), ZoneError> {
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let lba = self.lba(page, buf.len())?;
+        match self.queue.and_then(|q| self.dev.host_queue(q)) {
+            Some(h) => self.pipelined(h, lba, Io::Read(buf)),
+            None => Ok(self.dev.read_blocks(lba, buf)?),
+        }
+    }
+
+    /// Writes whole pages at `page`.
+    pub fn write(&self, page: u64, buf: &[u8]) -> Result<(), ZoneError> {
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let lba = self.lba(page, buf.len())?;
+        match self.queue.and_then(|q| self.dev.host_queue(q)) {
+            Some(h) => self.pipelined(h, lba, Io::Write(buf)),
+            None => Ok(self.dev.write_blocks(lba, buf)?),
+        }
+    }
+
+    /// Moves whole pages through the worker's own queue, one command per page, keeping up to
+    /// half the queue depth in flight.
+    fn pipelined(&self, h: HostQueueHandle<'_>, lba: u64, mut io: Io<'_>) -> Result<(), ZoneError> {
+        let pages = io.len() / PAGE;
+        let window = (h.depth() as usize / 2).max(1);
+        let per = self.lbas_per_page as u32;
+        let mut inflight: VecDeque<(Ticket, usize)> = VecDeque::new();
+        let mut next = 0;
+        let mut result = Ok(());
+        while (next < pages && result.is_ok()) || !inflight.is_empty() {
+            if next < pages && result.is_ok() && inflight.len() < window {
+                let at = lba + next as u64 * self.lbas_per_page;
+                let submitted = match &io {
+                    Io::Read(_) => h.submit(false, at, per, false, |_| {}),
+                    Io::Write(b) => h.submit(true, at, per, false, |slot| {
+                        slot.copy_from_slice(&b[next * PAGE..(next + 1) * PAGE]);
+                    }),
+                };
+                match submitted {
+                    Ok(t) => inflight.push_back((t, next)),
+                    Err(e) => result = Err(e.into()),
+                }
+                next += 1;
+                continue;
+            }
+            let Some((t, i)) = inflight.pop_front() else {
+                break;
+            };
+            let deadline = Instant::now() + COMMAND_TIMEOUT;
+            let cqe = loop {
+                if let Some(c) = h.poll(t) {
+                    break Some(c);
+                }
+                if Instant::now() > deadline {
+                    break None;
+                }
+                // The controller's threads share the cores with this worker.
+                std::thread::yield_now();
+            };
+            let Some(cqe) = cqe else {
+                // The slot stays reserved: the command may still land in it.
+                return Err(ZoneError::Timeout(lba + i as u64 * self.lbas_per_page));
+            };
+            let status = cqe.status();
+            if !status.is_success() {
+                let op = if matches!(io, Io::Read(_)) {
+                    "read"
+                } else {
+                    "write"
+                };
+                result = result.and(Err(DeviceError::Status { op, status }.into()));
+            } else if let Io::Read(b) = &mut io {
+                b[i * PAGE..(i + 1) * PAGE].copy_from_slice(h.slot_data(t, PAGE));
+            }
+            h.release(t);
+        }
+        result
+    }
+
+    /// Makes all writes so far durable (NVMe Flush).
+    pub fn flush(&self) -> Result<(), ZoneError> {
+        Ok(self.dev.flush()?)
+    }
+}

@@ -1,0 +1,774 @@
+//! RingSched (PeakFS §III-B, Fig. 4 and 5): shared-nothing worker threads exchanging requests
+//! through lock-free queues.
+//!
+//! - Every worker thread is pinned to a core (when that core exists) and owns one resource
+//!   slice ([`Slice`]: a PStore over its zone); it runs every request on its slice to
+//!   completion.
+//! - Every worker is also a communicating thread: the acceptor hands client connection `i` to
+//!   worker `i mod T` (link-reduced dispatch), whose fabric poller receives all of that client's
+//!   requests. A request whose λ routes to another worker is forwarded through the SPSC ring of
+//!   that ordered pair of workers; the owner sends the reply back through the reverse ring, and
+//!   the communicating thread sends it to the client.
+//! - Large copies (READ replies of more than `memcpy_threshold` bytes served from the read
+//!   cache) go to a memcpy thread pool through one MPMC queue; the copied replies come back
+//!   through the MPSC queue of the communicating thread.
+//! - No lock on the request path: rings, atomics and each thread's own state only. A sleeping
+//!   worker is woken (its poller's waker) only when it announced that it sleeps.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_utils::CachePadded;
+
+use common::ring::{
+    Consumer, MpmcConsumer, MpmcProducer, MpscConsumer, MpscProducer, Producer, SpscConsumer,
+    SpscProducer,
+};
+use fabric::{
+    ConnId, ErrorCode, Event, Header, Listener, Opcode, Outbox, Poller, PollerHandle,
+    TcpConnection, TcpListener, TcpPoller, TcpTransport, Transport, TransportError,
+};
+
+use super::readcache::{CacheHit, ReadCache};
+use super::slice::{Failure, Slice};
+use crate::placement::Layout;
+use crate::protocol::{Errno, ProtoError, Request, op};
+
+/// How long an idle worker sleeps in its poller before it re-checks the stop flag.
+const IDLE_WAIT: Duration = Duration::from_millis(20);
+/// How often workers publish their usage counters.
+const USAGE_EVERY: Duration = Duration::from_millis(200);
+
+/// Errors starting or running RingSched.
+#[derive(Debug, thiserror::Error)]
+pub enum SchedError {
+    /// the transport failed
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    /// a ring could not be built
+    #[error("ring: {0}")]
+    Ring(String),
+    /// a thread could not be spawned
+    #[error("spawn: {0}")]
+    Spawn(std::io::Error),
+    /// a thread panicked
+    #[error("thread {0} panicked")]
+    Panicked(String),
+}
+
+/// Settings of RingSched.
+#[derive(Debug, Clone)]
+pub struct SchedConfig {
+    /// This server's index.
+    pub index: u32,
+    /// Cluster layout (λ routing).
+    pub layout: Layout,
+    /// memcpy threads.
+    pub memcpy_threads: u32,
+    /// Copies of more bytes go to the memcpy pool.
+    pub memcpy_threshold: usize,
+    /// Pin workers to cores.
+    pub pin: bool,
+    /// Entries per ring.
+    pub ring_capacity: usize,
+    /// Bytes of read cache per worker.
+    pub read_cache_bytes: usize,
+}
+
+/// A request forwarded to the worker owning its slice.
+#[derive(Debug)]
+struct Job {
+    origin: usize,
+    conn: ConnId,
+    id: u64,
+    op: Opcode,
+    payload: Vec<u8>,
+}
+
+/// A finished request on its way back to the communicating thread.
+#[derive(Debug)]
+struct Done {
+    conn: ConnId,
+    id: u64,
+    op: Opcode,
+    result: Result<Vec<u8>, Failure>,
+}
+
+/// What travels between two workers.
+#[derive(Debug)]
+enum Msg {
+    Req(Job),
+    Rep(Done),
+}
+
+/// A copy for the memcpy pool: `len` bytes of `src` from `offset` into a reply buffer.
+#[derive(Debug)]
+struct CopyJob {
+    src: Arc<[u8]>,
+    offset: usize,
+    len: usize,
+    to: usize,
+    done: Done,
+}
+
+/// Usage counters a worker publishes (for the master's reports).
+#[derive(Debug, Default)]
+struct Usage {
+    capacity: AtomicU64,
+    used: AtomicU64,
+    inodes: AtomicU64,
+}
+
+/// Per-worker state other threads read: sleeping flag and usage.
+#[derive(Debug, Default)]
+struct Shared {
+    sleeping: AtomicBool,
+    usage: Usage,
+    requests: AtomicU64,
+    forwarded: AtomicU64,
+}
+
+/// Server-wide shutdown state.
+#[derive(Debug, Default)]
+struct Stop {
+    stop: AtomicBool,
+    quiesced: AtomicUsize,
+}
+
+/// A running RingSched.
+#[derive(Debug)]
+pub struct RingSched {
+    addr: std::net::SocketAddr,
+    stop: Arc<Stop>,
+    shared: Arc<[CachePadded<Shared>]>,
+    handles: Vec<PollerHandle<TcpConnection>>,
+    acceptor: Option<JoinHandle<Result<(), SchedError>>>,
+    workers: Vec<JoinHandle<Result<(), SchedError>>>,
+    memcpy: Vec<JoinHandle<()>>,
+    memcpy_stop: Arc<AtomicBool>,
+}
+
+/// Totals of the workers' usage counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct UsageTotals {
+    /// Bytes of data pages.
+    pub capacity: u64,
+    /// Bytes in use.
+    pub used: u64,
+    /// Inodes.
+    pub inodes: u64,
+    /// Requests executed.
+    pub requests: u64,
+    /// Requests forwarded to another worker.
+    pub forwarded: u64,
+}
+
+impl RingSched {
+    /// Starts one worker per slice, the memcpy pool and the acceptor on `listener`.
+    pub fn start(
+        transport: &TcpTransport,
+        listener: TcpListener,
+        slices: Vec<Slice>,
+        cfg: SchedConfig,
+    ) -> Result<Self, SchedError> {
+        let t = slices.len();
+        let addr = listener.local_addr();
+        let stop = Arc::new(Stop::default());
+        // One cache line each: the sleeping flag and counters are written on every round.
+        let shared: Arc<[CachePadded<Shared>]> = (0..t)
+            .map(|_| CachePadded::new(Shared::default()))
+            .collect();
+        let pollers: Vec<TcpPoller> = (0..t)
+            .map(|_| transport.poller())
+            .collect::<Result<_, _>>()?;
+        let handles: Vec<_> = pollers.iter().map(Poller::handle).collect();
+        let ring_err = |e: common::ring::RingError| SchedError::Ring(e.to_string());
+
+        // rings[i][j]: producer on i, consumer on j (None on the diagonal).
+        let mut producers: Vec<Vec<Option<SpscProducer<Msg>>>> = Vec::new();
+        let mut consumers: Vec<Vec<SpscConsumer<Msg>>> = (0..t).map(|_| Vec::new()).collect();
+        for i in 0..t {
+            let mut row = Vec::new();
+            for (j, inbox) in consumers.iter_mut().enumerate() {
+                if i == j {
+                    row.push(None);
+                    continue;
+                }
+                let (p, c) = common::ring::spsc(cfg.ring_capacity).map_err(ring_err)?;
+                row.push(Some(p));
+                inbox.push(c);
+            }
+            producers.push(row);
+        }
+        let (copy_tx, copy_rx) =
+            common::ring::mpmc::<CopyJob>(cfg.ring_capacity).map_err(ring_err)?;
+        let mut copied_tx = Vec::new();
+        let mut copied_rx = Vec::new();
+        for _ in 0..t {
+            let (p, c) = common::ring::mpsc::<Done>(cfg.ring_capacity).map_err(ring_err)?;
+            copied_tx.push(p);
+            copied_rx.push(c);
+        }
+
+        let memcpy_stop = Arc::new(AtomicBool::new(false));
+        let mut memcpy = Vec::new();
+        for m in 0..cfg.memcpy_threads {
+            let (rx, back, stop, shared, wake) = (
+                copy_rx.clone(),
+                copied_tx.clone(),
+                memcpy_stop.clone(),
+                shared.clone(),
+                handles.clone(),
+            );
+            memcpy.push(
+                std::thread::Builder::new()
+                    .name(format!("peakfs-memcpy{m}"))
+                    .spawn(move || memcpy_loop(rx, back, &stop, &shared, &wake))
+                    .map_err(SchedError::Spawn)?,
+            );
+        }
+        drop(copy_rx);
+        let memcpy_threads: Vec<std::thread::Thread> =
+            memcpy.iter().map(|h| h.thread().clone()).collect();
+
+        let mut workers = Vec::new();
+        let mut producers = producers.into_iter();
+        let mut consumers = consumers.into_iter();
+        let mut copied_rx = copied_rx.into_iter();
+        for (w, (slice, poller)) in slices.into_iter().zip(pollers).enumerate() {
+            let state = Worker {
+                me: w,
+                cfg: cfg.clone(),
+                slice,
+                cache: ReadCache::new(cfg.read_cache_bytes),
+                to: producers.next().unwrap_or_default(),
+                from: consumers.next().unwrap_or_default(),
+                overflow: (0..t).map(|_| VecDeque::new()).collect(),
+                pushed: vec![false; t],
+                copy_tx: copy_tx.clone(),
+                copied: copied_rx
+                    .next()
+                    .ok_or_else(|| SchedError::Ring("mpsc".into()))?,
+                memcpy_threads: memcpy_threads.clone(),
+                next_memcpy: 0,
+                outstanding: 0,
+                ready: VecDeque::new(),
+                handles: handles.clone(),
+                shared: shared.clone(),
+                stop: stop.clone(),
+                out: Vec::new(),
+            };
+            workers.push(
+                std::thread::Builder::new()
+                    .name(format!("peakfs-worker{w}"))
+                    .spawn(move || state.run(poller))
+                    .map_err(SchedError::Spawn)?,
+            );
+        }
+        drop(copy_tx);
+
+        let acceptor = {
+            let (stop, handles) = (stop.clone(), handles.clone());
+            std::thread::Builder::new()
+                .name("peakfs-accept".into())
+                .spawn(move || accept_loop(listener, &handles, &stop))
+                .map_err(SchedError::Spawn)?
+        };
+        Ok(Self {
+            addr,
+            stop,
+            shared,
+            handles,
+            acceptor: Some(acceptor),
+            workers,
+            memcpy,
+            memcpy_stop,
+        })
+    }
+
+    /// The listening address.
+    pub fn local_addr(&self) -> std::net::SocketAddr {
+        self.addr
+    }
+
+    /// The workers' usage counters, summed.
+    pub fn usage(&self) -> UsageTotals {
+        self.usage_source().totals()
+    }
+
+    /// A handle that reads the usage counters from another thread.
+    pub fn usage_source(&self) -> UsageSource {
+        UsageSource(self.shared.clone())
+    }
+
+    /// Stops accepting, finishes the requests in flight, checkpoints every slice and joins
+    /// all threads.
+    pub fn shutdown(mut self) -> Result<(), SchedError> {
+        self.stop_threads()
+    }
+
+    fn stop_threads(&mut self) -> Result<(), SchedError> {
+        self.stop.stop.store(true, Ordering::SeqCst);
+        let mut result = Ok(());
+        if let Some(a) = self.acceptor.take() {
+            result = join(a, "acceptor");
+        }
+        for h in &self.handles {
+            let _ = h.wake();
+        }
+        for (i, w) in self.workers.drain(..).enumerate() {
+            let r = join(w, &format!("worker{i}"));
+            if result.is_ok() {
+                result = r;
+            }
+        }
+        self.memcpy_stop.store(true, Ordering::SeqCst);
+        for m in self.memcpy.drain(..) {
+            m.thread().unpark();
+            if m.join().is_err() && result.is_ok() {
+                result = Err(SchedError::Panicked("memcpy".into()));
+            }
+        }
+        result
+    }
+}
+
+/// Reads the workers' usage counters (for the master's reports).
+#[derive(Debug, Clone)]
+pub struct UsageSource(Arc<[CachePadded<Shared>]>);
+
+impl UsageSource {
+    /// The counters, summed over the workers.
+    pub fn totals(&self) -> UsageTotals {
+        let mut u = UsageTotals::default();
+        for s in self.0.iter() {
+            u.capacity += s.usage.capacity.load(Ordering::Relaxed);
+            u.used += s.usage.used.load(Ordering::Relaxed);
+            u.inodes += s.usage.inodes.load(Ordering::Relaxed);
+            u.requests += s.requests.load(Ordering::Relaxed);
+            u.forwarded += s.forwarded.load(Ordering::Relaxed);
+        }
+        u
+    }
+}
+
+impl Drop for RingSched {
+    fn drop(&mut self) {
+        if !self.workers.is_empty() {
+            let _ = self.stop_threads();
+        }
+    }
+}
+
+fn join(h: JoinHandle<Result<(), SchedError>>, name: &str) -> Result<(), SchedError> {
+    h.join().map_err(|_| SchedError::Panicked(name.into()))?
+}
+
+fn accept_loop(
+    listener: TcpListener,
+    handles: &[PollerHandle<TcpConnection>],
+    stop: &Stop,
+) -> Result<(), SchedError> {
+    let mut next = 0usize;
+    while !stop.stop.load(Ordering::SeqCst) {
+        match listener.accept(Some(Duration::from_millis(20))) {
+            Ok(Some(conn)) => {
+                // Link-reduced dispatch (§III-B): client i to communicating thread i mod T.
+                handles[next % handles.len()].adopt(conn)?;
+                next += 1;
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "accept failed"),
+        }
+    }
+    Ok(())
+}
+
+fn memcpy_loop(
+    mut rx: MpmcConsumer<CopyJob>,
+    mut back: Vec<MpscProducer<Done>>,
+    stop: &AtomicBool,
+    shared: &[CachePadded<Shared>],
+    wake: &[PollerHandle<TcpConnection>],
+) {
+    loop {
+        match rx.pop() {
+            Some(job) => {
+                let mut done = job.done;
+                let src = job
+                    .src
+                    .get(job.offset..job.offset + job.len)
+                    .unwrap_or_default();
+                done.result = Ok(src.to_vec());
+                let mut item = done;
+                // The communicating thread drains its MPSC queue every round; wait for room.
+                while let Err(common::ring::Full(back_item)) = back[job.to].push(item) {
+                    item = back_item;
+                    std::thread::yield_now();
+                }
+                wake_if_sleeping(&shared[job.to], &wake[job.to]);
+            }
+            None if stop.load(Ordering::SeqCst) => return,
+            None => std::thread::park_timeout(Duration::from_millis(5)),
+        }
+    }
+}
+
+/// Wakes a worker only when it announced that it sleeps (Dekker-style: the producer pushes,
+/// fences, reads the flag; the sleeper sets the flag, fences, re-checks its queues).
+fn wake_if_sleeping(shared: &Shared, handle: &PollerHandle<TcpConnection>) {
+    fence(Ordering::SeqCst);
+    if shared.sleeping.load(Ordering::SeqCst) {
+        let _ = handle.wake();
+    }
+}
+
+/// One worker: communicating thread and processing thread of one slice.
+struct Worker {
+    me: usize,
+    cfg: SchedConfig,
+    slice: Slice,
+    cache: ReadCache,
+    to: Vec<Option<SpscProducer<Msg>>>,
+    from: Vec<SpscConsumer<Msg>>,
+    /// Messages that did not fit their ring, per destination, sent first next round.
+    overflow: Vec<VecDeque<Msg>>,
+    /// Destinations pushed to this round (to wake once).
+    pushed: Vec<bool>,
+    copy_tx: MpmcProducer<CopyJob>,
+    copied: MpscConsumer<Done>,
+    memcpy_threads: Vec<std::thread::Thread>,
+    next_memcpy: usize,
+    /// Requests this thread forwarded whose replies have not come back.
+    outstanding: usize,
+    /// Local replies copied inline, sent in the next drain.
+    ready: VecDeque<Done>,
+    handles: Vec<PollerHandle<TcpConnection>>,
+    shared: Arc<[CachePadded<Shared>]>,
+    stop: Arc<Stop>,
+    /// Reused reply buffer.
+    out: Vec<u8>,
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("me", &self.me)
+            .finish_non_exhaustive()
+    }
+}
+
+fn send_reply(out: &mut dyn Outbox, conn: ConnId, id: u64, op: Opcode, r: Result<&[u8], &Failure>) {
+    let sent = match r {
+        Ok(bytes) => out.send(conn, Header::reply(op, id, 0), &[bytes]),
+        Err((errno, msg)) => out.send_error(conn, id, errno.error_code(), msg),
+    };
+    match sent {
+        Ok(()) | Err(TransportError::UnknownConnection(_)) => {}
+        Err(e) => tracing::debug!(error = %e, "reply not sent"),
+    }
+}
+
+fn proto_failure(e: ProtoError) -> Failure {
+    (e.errno(), e.to_string())
+}
+
+impl Worker {
+    fn run(mut self, mut poller: TcpPoller) -> Result<(), SchedError> {
+        pin(self.me, self.cfg.pin);
+        let mut last_usage = Instant::now() - USAGE_EVERY;
+        let mut marked_idle = false;
+        loop {
+            let stopping = self.stop.stop.load(Ordering::SeqCst);
+            // Announce sleep, then re-check the queues (see `wake_if_sleeping`).
+            let me = &self.shared[self.me];
+            me.sleeping.store(true, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+            let idle = self.from.iter().all(Consumer::is_empty)
+                && self.copied.is_empty()
+                && self.ready.is_empty()
+                && self.overflow.iter().all(VecDeque::is_empty);
+            let wait = if idle { IDLE_WAIT } else { Duration::ZERO };
+            let polled = poller.poll(Some(wait), |out, ev| self.on_event(out, ev));
+            self.shared[self.me].sleeping.store(false, Ordering::SeqCst);
+            polled?;
+            self.drain(&mut poller);
+            self.flush_overflow();
+            self.wake_pushed();
+            if last_usage.elapsed() >= USAGE_EVERY {
+                let (cap, used, inodes) = self.slice.usage();
+                let u = &self.shared[self.me].usage;
+                u.capacity.store(cap, Ordering::Relaxed);
+                u.used.store(used, Ordering::Relaxed);
+                u.inodes.store(inodes, Ordering::Relaxed);
+                last_usage = Instant::now();
+            }
+            if stopping {
+                // Once stopping, no new request is forwarded (new frames are refused), so a
+                // worker with nothing outstanding stays idle; all idle = nothing in flight.
+                let quiet = self.outstanding == 0
+                    && self.ready.is_empty()
+                    && self.overflow.iter().all(VecDeque::is_empty);
+                if quiet && !marked_idle {
+                    marked_idle = true;
+                    self.stop.quiesced.fetch_add(1, Ordering::SeqCst);
+                }
+                if marked_idle && self.stop.quiesced.load(Ordering::SeqCst) == self.handles.len() {
+                    // Drain what others answered last, flush, checkpoint.
+                    self.drain(&mut poller);
+                    let _ = poller.poll(Some(Duration::ZERO), |_, _| {});
+                    if let Err(e) = self.slice.store().checkpoint() {
+                        tracing::error!(worker = self.me, error = %e, "checkpoint failed");
+                    }
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    fn on_event(&mut self, out: &mut dyn Outbox, ev: Event<'_>) {
+        let Event::Frame { conn, frame } = ev else {
+            return;
+        };
+        let (id, opc, payload) = (frame.header.request_id, frame.header.opcode, frame.payload);
+        if opc == op::ECHO {
+            send_reply(out, conn, id, opc, Ok(payload));
+            return;
+        }
+        if !op::ALL.contains(&opc) {
+            let msg = format!("unknown opcode {:#06x}", opc.0);
+            if let Err(e) = out.send_error(conn, id, ErrorCode::UNKNOWN_OPCODE, &msg) {
+                tracing::debug!(error = %e, "error reply not sent");
+            }
+            return;
+        }
+        if self.stop.stop.load(Ordering::SeqCst) {
+            let _ = out.send_error(conn, id, ErrorCode::SHUTTING_DOWN, "server shutting down");
+            return;
+        }
+        let Some(lambda) = payload.first_chunk::<8>().map(|b| u64::from_le_bytes(*b)) else {
+            let f = (
+                Errno::EINVAL,
+                format!("payload of {} bytes has no λ", payload.len()),
+            );
+            send_reply(out, conn, id, opc, Err(&f));
+            return;
+        };
+        let route = self.cfg.layout.route(lambda);
+        if route.server != self.cfg.index {
+            let f = (
+                Errno::ESTALE,
+                format!("λ {lambda} belongs to server {}", route.server),
+            );
+            send_reply(out, conn, id, opc, Err(&f));
+            return;
+        }
+        let owner = route.worker as usize;
+        if owner == self.me {
+            // Run to completion right here: no copy, no hop.
+            let (r, copy) = self.execute(opc, payload);
+            match copy {
+                Some(hit) => {
+                    let done = Done {
+                        conn,
+                        id,
+                        op: opc,
+                        result: Ok(Vec::new()),
+                    };
+                    self.hand_to_memcpy(hit, done, self.me);
+                }
+                None => send_reply(out, conn, id, opc, r.as_ref().map(|b| *b)),
+            }
+        } else {
+            let job = Job {
+                origin: self.me,
+                conn,
+                id,
+                op: opc,
+                payload: payload.to_vec(),
+            };
+            self.outstanding += 1;
+            self.shared[self.me]
+                .forwarded
+                .fetch_add(1, Ordering::Relaxed);
+            self.push(owner, Msg::Req(job));
+        }
+    }
+
+    /// Runs a request on this worker's slice. A READ served from the read cache with more than
+    /// `memcpy_threshold` bytes comes back as a cache hit for the memcpy pool.
+    fn execute(
+        &mut self,
+        opc: Opcode,
+        payload: &[u8],
+    ) -> (Result<&[u8], Failure>, Option<CacheHit>) {
+        self.shared[self.me]
+            .requests
+            .fetch_add(1, Ordering::Relaxed);
+        self.out.clear();
+        let req = match Request::decode(opc, payload) {
+            Ok((_, req)) => req,
+            Err(e) => return (Err(proto_failure(e)), None),
+        };
+        let r = match req {
+            Request::Read { ino, offset, len } => {
+                match self
+                    .cache
+                    .read(&mut self.slice, ino, offset, len as usize, &mut self.out)
+                {
+                    Ok(Some(hit)) if hit.len > self.cfg.memcpy_threshold => {
+                        return (Ok(&[]), Some(hit));
+                    }
+                    Ok(Some(hit)) => {
+                        let src = hit.src.get(hit.offset..hit.offset + hit.len);
+                        self.out.extend_from_slice(src.unwrap_or_default());
+                        Ok(())
+                    }
+                    Ok(None) => Ok(()),
+                    Err(e) => Err(e),
+                }
+            }
+            other => {
+                self.cache.invalidate_for(&other);
+                self.slice.execute(other, &mut self.out)
+            }
+        };
+        (r.map(|()| self.out.as_slice()), None)
+    }
+
+    /// Sends a cache hit to the memcpy pool; the copied reply goes to communicating thread
+    /// `to`'s MPSC queue. A local request counts as outstanding until its copy comes back.
+    fn hand_to_memcpy(&mut self, hit: CacheHit, done: Done, to: usize) {
+        if to == self.me {
+            self.outstanding += 1;
+        }
+        let job = CopyJob {
+            src: hit.src,
+            offset: hit.offset,
+            len: hit.len,
+            to,
+            done,
+        };
+        match self.copy_tx.push(job) {
+            Ok(()) if !self.memcpy_threads.is_empty() => {
+                let t = &self.memcpy_threads[self.next_memcpy % self.memcpy_threads.len()];
+                self.next_memcpy += 1;
+                t.unpark();
+            }
+            Ok(()) => {}
+            Err(common::ring::Full(job)) => {
+                // Pool saturated: copy here rather than stall.
+                let src = job
+                    .src
+                    .get(job.offset..job.offset + job.len)
+                    .unwrap_or_default();
+                let done = Done {
+                    result: Ok(src.to_vec()),
+                    ..job.done
+                };
+                if to == self.me {
+                    self.ready.push_back(done);
+                } else {
+                    self.push(to, Msg::Rep(done));
+                }
+            }
+        }
+    }
+
+    fn push(&mut self, to: usize, msg: Msg) {
+        self.pushed[to] = true;
+        if !self.overflow[to].is_empty() {
+            self.overflow[to].push_back(msg);
+            return;
+        }
+        let Some(Some(p)) = self.to.get_mut(to) else {
+            return;
+        };
+        if let Err(common::ring::Full(msg)) = p.push(msg) {
+            self.overflow[to].push_back(msg);
+        }
+    }
+
+    fn flush_overflow(&mut self) {
+        for (to, q) in self.overflow.iter_mut().enumerate() {
+            let Some(Some(p)) = self.to.get_mut(to) else {
+                continue;
+            };
+            while let Some(msg) = q.pop_front() {
+                if let Err(common::ring::Full(msg)) = p.push(msg) {
+                    q.push_front(msg);
+                    break;
+                }
+            }
+        }
+    }
+
+    fn wake_pushed(&mut self) {
+        for (to, pushed) in self.pushed.iter_mut().enumerate() {
+            if std::mem::take(pushed) {
+                wake_if_sleeping(&self.shared[to], &self.handles[to]);
+            }
+        }
+    }
+
+    /// Serves forwarded requests, delivers replies that came back, and copied replies.
+    fn drain(&mut self, out: &mut dyn Outbox) {
+        for j in 0..self.from.len() {
+            while let Some(msg) = self.from[j].pop() {
+                match msg {
+                    Msg::Req(job) => {
+                        let (r, copy) = self.execute(job.op, &job.payload);
+                        let done = Done {
+                            conn: job.conn,
+                            id: job.id,
+                            op: job.op,
+                            result: Ok(Vec::new()),
+                        };
+                        match copy {
+                            Some(hit) => self.hand_to_memcpy(hit, done, job.origin),
+                            None => {
+                                let result = r.map(<[u8]>::to_vec);
+                                self.push(job.origin, Msg::Rep(Done { result, ..done }));
+                            }
+                        }
+                    }
+                    Msg::Rep(done) => {
+                        self.outstanding = self.outstanding.saturating_sub(1);
+                        send_reply(out, done.conn, done.id, done.op, done.result.as_deref());
+                    }
+                }
+            }
+        }
+        // Copied replies (memcpy pool, or inline) answer requests this thread counted.
+        while let Some(done) = self.copied.pop().or_else(|| self.ready.pop_front()) {
+            self.outstanding = self.outstanding.saturating_sub(1);
+            send_reply(out, done.conn, done.id, done.op, done.result.as_deref());
+        }
+    }
+}
+
+/// Pins the calling thread to core `worker` if that core exists (best effort).
+fn pin(worker: usize, enabled: bool) {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    if !enabled || worker >= cores || worker >= libc::CPU_SETSIZE as usize {
+        return;
+    }
+    // SAFETY: `set` is a plain bitmask owned by this frame; CPU_ZERO/CPU_SET write inside it
+    // (worker < CPU_SETSIZE), and sched_setaffinity(0, ..) only reads it for this thread.
+    let rc = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_ZERO(&mut set);
+        libc::CPU_SET(worker, &mut set);
+        libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set)
+    };
+    if rc != 0 {
+        tracing::debug!(
+            worker,
+            "pinning failed: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}

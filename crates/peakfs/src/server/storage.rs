@@ -1,0 +1,354 @@
+//! A server's storage (PeakFS §III-B, "each worker thread's PStore slice holds a non-shared,
+//! private physical space on the SSD (called a Zone)"): the NVMe device over the data file (or
+//! block device, or a RAM-backed SwarmIO emulator), a server superblock, and one zone per
+//! worker, each holding one [`PStore`].
+//!
+//! Layout in 4 KiB LBAs: LBA 0 is the server superblock (index, cluster shape, zone size); zone
+//! `w` covers `[1 + w * zone_lbas, 1 + (w + 1) * zone_lbas)`.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use gpu_nvme::controller::Controller;
+use gpu_nvme::controller::file::{FileController, FileControllerConfig};
+use gpu_nvme::device::{DeviceConfig, NvmeDevice};
+
+use crate::config::ControllerKind;
+use crate::placement::{Layout, ROOT_INO, SLOT_SHIFT};
+use crate::pstore::inode::{Hint as StoreHint, Inode};
+use crate::pstore::{PStore, PStoreConfig, PStoreError};
+
+const LBA: u32 = 4096;
+const SB_MAGIC: u64 = u64::from_le_bytes(*b"PKFSSRV1");
+/// Most workers the superblock and the device queues are sized for.
+pub const MAX_WORKERS: u32 = 256;
+
+/// Errors of the server's storage.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    /// the data file could not be created or sized
+    #[error("data file {path}: {source}")]
+    File {
+        /// the file
+        path: String,
+        /// why
+        source: std::io::Error,
+    },
+    /// the NVMe controller or device failed
+    #[error("nvme device: {0}")]
+    Device(String),
+    /// a zone's PStore failed
+    #[error("zone {zone}: {source}")]
+    Store {
+        /// the zone (worker)
+        zone: u32,
+        /// why
+        source: PStoreError,
+    },
+    /// the data was formatted for another cluster shape
+    #[error("data formatted for {what} {stored}, asked for {asked}")]
+    Mismatch {
+        /// the field
+        what: &'static str,
+        /// on disk
+        stored: u64,
+        /// asked for
+        asked: u64,
+    },
+    /// the device is too small for the zones
+    #[error("device of {lbas} LBAs is too small for {workers} zones")]
+    TooSmall {
+        /// LBAs of the device
+        lbas: u64,
+        /// zones asked for
+        workers: u32,
+    },
+}
+
+/// The server superblock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerSuper {
+    /// Server index in the cluster.
+    pub index: u32,
+    /// Servers of the cluster.
+    pub servers: u32,
+    /// Workers (zones) of this server.
+    pub workers: u32,
+    /// Bytes per file block.
+    pub block_size: u32,
+    /// LBAs per zone.
+    pub zone_lbas: u64,
+}
+
+impl ServerSuper {
+    fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(LBA as usize);
+        b.extend_from_slice(&SB_MAGIC.to_le_bytes());
+        for v in [self.index, self.servers, self.workers, self.block_size] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        b.extend_from_slice(&self.zone_lbas.to_le_bytes());
+        let crc = common::hash::crc32c(&b);
+        b.extend_from_slice(&crc.to_le_bytes());
+        b.resize(LBA as usize, 0);
+        b
+    }
+
+    fn decode(b: &[u8]) -> Option<Self> {
+        let body = b.get(..32)?;
+        let crc = u32::from_le_bytes(b.get(32..36)?.try_into().ok()?);
+        if crc != common::hash::crc32c(body) || body[..8] != SB_MAGIC.to_le_bytes() {
+            return None;
+        }
+        let u32_at = |i: usize| u32::from_le_bytes(body[i..i + 4].try_into().unwrap_or_default());
+        Some(Self {
+            index: u32_at(8),
+            servers: u32_at(12),
+            workers: u32_at(16),
+            block_size: u32_at(20),
+            zone_lbas: u64::from_le_bytes(body[24..32].try_into().ok()?),
+        })
+    }
+}
+
+/// The opened device of a server.
+#[derive(Debug)]
+pub struct Storage {
+    dev: Arc<NvmeDevice>,
+    existing: Option<ServerSuper>,
+}
+
+impl Storage {
+    /// Opens the device: the file controller over `path` (created with `size` bytes when it is
+    /// missing or empty) or a SwarmIO emulator of `size` bytes.
+    pub fn open(
+        kind: ControllerKind,
+        path: &Path,
+        size: u64,
+        workers: u32,
+    ) -> Result<Self, StorageError> {
+        let queues = workers.clamp(1, MAX_WORKERS) as u16;
+        let ctrl: Arc<dyn Controller> = match kind {
+            ControllerKind::File => {
+                let file_err = |source| StorageError::File {
+                    path: path.display().to_string(),
+                    source,
+                };
+                let f = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .open(path)
+                    .map_err(file_err)?;
+                let meta = f.metadata().map_err(file_err)?;
+                if meta.is_file() && meta.len() == 0 {
+                    f.set_len(size).map_err(file_err)?;
+                }
+                let mut fc = FileControllerConfig::new(path);
+                fc.lba_size = LBA;
+                fc.workers = 1;
+                fc.max_io_queues = queues + 1;
+                FileController::new(fc).map_err(|e| StorageError::Device(e.to_string()))?
+            }
+            ControllerKind::Swarmio => swarm(size, queues)?,
+        };
+        let dev = NvmeDevice::open(
+            ctrl,
+            DeviceConfig {
+                io_queues: queues,
+                ..DeviceConfig::default()
+            },
+        )
+        .map_err(|e| StorageError::Device(e.to_string()))?;
+        let dev = Arc::new(dev);
+        let mut sb = vec![0u8; LBA as usize];
+        dev.read_blocks(0, &mut sb)
+            .map_err(|e| StorageError::Device(e.to_string()))?;
+        Ok(Self {
+            existing: ServerSuper::decode(&sb),
+            dev,
+        })
+    }
+
+    /// The superblock if the data is formatted.
+    pub fn existing(&self) -> Option<ServerSuper> {
+        self.existing
+    }
+
+    /// Bytes of the device.
+    pub fn capacity(&self) -> u64 {
+        let g = self.dev.geometry();
+        g.capacity_blocks() * u64::from(g.block_size())
+    }
+
+    /// Opens (WAL recovery) or formats the zones for server `index` of `layout`; returns one
+    /// PStore per worker.
+    pub fn zones(
+        &mut self,
+        index: u32,
+        layout: &Layout,
+        root_hint: StoreHint,
+    ) -> Result<Vec<PStore>, StorageError> {
+        let workers = layout.workers();
+        if let Some(sb) = self.existing {
+            for (what, stored, asked) in [
+                ("index", sb.index, index),
+                ("servers", sb.servers, layout.servers()),
+                ("workers", sb.workers, workers),
+                ("block size", sb.block_size, layout.block_size()),
+            ] {
+                if stored != asked {
+                    return Err(StorageError::Mismatch {
+                        what,
+                        stored: stored.into(),
+                        asked: asked.into(),
+                    });
+                }
+            }
+            return (0..workers)
+                .map(|w| {
+                    PStore::open(self.dev.clone(), &zone_config(&sb, layout, w))
+                        .map_err(|source| StorageError::Store { zone: w, source })
+                })
+                .collect();
+        }
+        let lbas = self.dev.geometry().capacity_blocks();
+        let zone_lbas = (lbas.saturating_sub(1) / u64::from(workers)) & !7;
+        if zone_lbas < 1024 {
+            return Err(StorageError::TooSmall { lbas, workers });
+        }
+        let sb = ServerSuper {
+            index,
+            servers: layout.servers(),
+            workers,
+            block_size: layout.block_size(),
+            zone_lbas,
+        };
+        let mut stores = Vec::with_capacity(workers as usize);
+        for w in 0..workers {
+            let mut ps = PStore::format(self.dev.clone(), &zone_config(&sb, layout, w))
+                .map_err(|source| StorageError::Store { zone: w, source })?;
+            if layout.route(0)
+                == (crate::placement::Route {
+                    server: index,
+                    worker: w,
+                })
+            {
+                make_root(&mut ps, root_hint)
+                    .map_err(|source| StorageError::Store { zone: w, source })?;
+            }
+            ps.checkpoint()
+                .map_err(|source| StorageError::Store { zone: w, source })?;
+            stores.push(ps);
+        }
+        // The superblock last: a crash while formatting leaves an unformatted device.
+        self.dev
+            .write_blocks(0, &sb.encode())
+            .and_then(|()| self.dev.flush())
+            .map_err(|e| StorageError::Device(e.to_string()))?;
+        self.existing = Some(sb);
+        Ok(stores)
+    }
+}
+
+fn zone_config(sb: &ServerSuper, layout: &Layout, worker: u32) -> PStoreConfig {
+    let mut c = PStoreConfig::new(1 + u64::from(worker) * sb.zone_lbas, sb.zone_lbas);
+    c.block_pages = sb.block_size / 4096;
+    // Metadata-heavy HPC workloads (§II-A, C2: many small files): one inode per 4 pages.
+    let pages = sb.zone_lbas * u64::from(LBA) / 4096;
+    c.inode_slots = (pages / 4).max(c.inode_slots);
+    c.max_dentries = c.inode_slots;
+    // Inos of this slice: its slot in the high bits; sequence 1 of slot 0 is the root.
+    c.ino_base = (u64::from(layout.slot(sb.index, worker)) << SLOT_SHIFT) | 2;
+    // Each worker drives its own host queue pair (the device has one per worker): the
+    // per-thread queue path SPDK gives the paper.
+    c.queue = Some(worker as usize);
+    c
+}
+
+/// The root directory inode, on the slice of slot 0.
+fn make_root(ps: &mut PStore, hint: StoreHint) -> Result<(), PStoreError> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64);
+    ps.insert_inode(&Inode {
+        ino: ROOT_INO,
+        mode: libc::S_IFDIR | 0o755,
+        nlink: 2,
+        atime_ns: now,
+        mtime_ns: now,
+        ctime_ns: now,
+        hint,
+        ..Inode::default()
+    })?;
+    Ok(())
+}
+
+/// A RAM-backed SwarmIO emulator with fast timing (tests, `--controller swarmio`).
+fn swarm(size: u64, queues: u16) -> Result<Arc<dyn Controller>, StorageError> {
+    use swarmio::timing_model::{Targets, TimingConfig};
+    let targets = Targets {
+        read_miops: 50.0,
+        read_latency_us: 1.0,
+        write_miops: 50.0,
+        write_latency_us: 1.0,
+        block_bytes: 4096,
+        lba_bytes: LBA,
+        num_sched_insts: 1,
+    };
+    let timing =
+        TimingConfig::from_targets(&targets).map_err(|e| StorageError::Device(e.to_string()))?;
+    let mut config = swarmio::SwarmConfig::new(size, LBA, timing);
+    config.service_units = 1;
+    config.workers_per_unit = 1;
+    config.max_io_queues = queues + 1;
+    let ctrl = swarmio::SwarmIo::new(config).map_err(|e| StorageError::Device(e.to_string()))?;
+    Ok(ctrl)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn superblock_round_trips_and_rejects_corruption() {
+        let sb = ServerSuper {
+            index: 3,
+            servers: 4,
+            workers: 2,
+            block_size: 65536,
+            zone_lbas: 8192,
+        };
+        let mut b = sb.encode();
+        assert_eq!(ServerSuper::decode(&b), Some(sb));
+        b[9] ^= 1;
+        assert_eq!(ServerSuper::decode(&b), None);
+        assert_eq!(ServerSuper::decode(&[0; 10]), None);
+    }
+
+    #[test]
+    fn formatted_data_reopens_with_its_root_and_rejects_another_shape() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("data");
+        let layout = Layout::new(1, 2, 65536).unwrap();
+        {
+            let mut s = Storage::open(ControllerKind::File, &path, 64 << 20, 2).unwrap();
+            assert!(s.existing().is_none());
+            let mut zones = s.zones(0, &layout, StoreHint::default()).unwrap();
+            assert!(zones[0].getattr(ROOT_INO).unwrap().mode & libc::S_IFDIR != 0);
+            assert!(zones[1].getattr(ROOT_INO).is_err());
+        }
+        let mut s = Storage::open(ControllerKind::File, &path, 64 << 20, 2).unwrap();
+        assert_eq!(s.existing().map(|sb| sb.index), Some(0));
+        assert!(matches!(
+            s.zones(0, &Layout::new(2, 2, 65536).unwrap(), StoreHint::default()),
+            Err(StorageError::Mismatch {
+                what: "servers",
+                ..
+            })
+        ));
+        let mut zones = s.zones(0, &layout, StoreHint::default()).unwrap();
+        assert_eq!(zones[0].getattr(ROOT_INO).unwrap().ino, ROOT_INO);
+    }
+}

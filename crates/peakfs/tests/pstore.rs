@@ -1,0 +1,316 @@
+//! PStore end to end over emulated and file-backed NVMe: metadata and data operations,
+//! inline first blocks, remote blocks, checkpoints and reopening.
+
+mod pstore_support;
+
+use std::sync::Arc;
+
+use gpu_nvme::controller::file::{FileController, FileControllerConfig};
+use gpu_nvme::device::{DeviceConfig, NvmeDevice};
+use peakfs::pstore::inode::Hint;
+use peakfs::pstore::{PStore, PStoreConfig, PStoreError, SetAttr};
+use proptest::prelude::*;
+use pstore_support::{check_pages, small_config, swarm, swarm_queues};
+
+const REG: u32 = 0o100644;
+const DIR: u32 = 0o040755;
+
+#[test]
+fn created_entries_are_found_listed_in_order_and_unlinked() {
+    let (_c, dev) = swarm(32 << 20, 4096);
+    let mut s = PStore::format(dev, &small_config(4096)).unwrap();
+    let d = s.create(1, b"dir", DIR, 0, 0, Hint::default()).unwrap();
+    assert!(d.is_dir());
+    let mut inos = Vec::new();
+    for i in (0..50).rev() {
+        let f = s
+            .create(
+                d.ino,
+                format!("f.{i:02}").as_bytes(),
+                REG,
+                7,
+                8,
+                Hint::default(),
+            )
+            .unwrap();
+        inos.push(f.ino);
+    }
+    assert!(matches!(
+        s.create(d.ino, b"f.07", REG, 0, 0, Hint::default()),
+        Err(PStoreError::Exists(_))
+    ));
+    let f7 = s.lookup(d.ino, b"f.07").unwrap();
+    let a = s.getattr(f7).unwrap();
+    assert_eq!((a.uid, a.gid, a.nlink, a.size), (7, 8, 1, 0));
+    let page = s.readdir(d.ino, Some(b"f.09"), 3);
+    let names: Vec<_> = page.iter().map(|(n, _)| n.clone()).collect();
+    assert_eq!(
+        names,
+        vec![b"f.10".to_vec(), b"f.11".to_vec(), b"f.12".to_vec()]
+    );
+    assert_eq!(s.readdir(d.ino, None, 100).len(), 50);
+    s.write(f7, 0, b"hello").unwrap();
+    s.unlink(d.ino, b"f.07").unwrap();
+    assert!(s.lookup(d.ino, b"f.07").is_none());
+    assert!(matches!(s.getattr(f7), Err(PStoreError::NoInode(_))));
+    assert!(matches!(
+        s.unlink(d.ino, b"f.07"),
+        Err(PStoreError::NoEntry { .. })
+    ));
+    s.fsync().unwrap();
+    check_pages(&mut s);
+    assert_eq!(s.stats().inodes, 50);
+}
+
+#[test]
+fn a_small_file_keeps_its_first_block_in_the_inode() {
+    let (_c, dev) = swarm(32 << 20, 4096);
+    let mut s = PStore::format(dev, &small_config(4096)).unwrap();
+    let f = s.create(1, b"small", REG, 0, 0, Hint::default()).unwrap();
+    s.write(f.ino, 0, &[9u8; 3000]).unwrap();
+    let run = s.first_block(f.ino).unwrap();
+    assert_eq!(run.pages, 1);
+    assert_eq!(
+        s.stats().blocks,
+        0,
+        "no hashtable entry for the first block"
+    );
+    // A block beyond the first goes to the hashtable.
+    s.write(f.ino, 20_000, b"x").unwrap();
+    assert_eq!(s.stats().blocks, 1);
+    assert_eq!(s.getattr(f.ino).unwrap().size, 20_001);
+}
+
+#[test]
+fn blocks_of_a_file_whose_inode_is_elsewhere_live_in_the_hashtable() {
+    let (_c, dev) = swarm(32 << 20, 4096);
+    let mut s = PStore::format(dev, &small_config(4096)).unwrap();
+    let remote = 0xABCD_0000_0001;
+    s.write(remote, 100, b"remote data").unwrap();
+    let mut buf = [1u8; 120];
+    assert_eq!(s.read(remote, 0, &mut buf).unwrap(), 120);
+    assert_eq!(&buf[100..111], b"remote data");
+    assert!(buf[..100].iter().all(|&b| b == 0), "hole reads zeros");
+    s.truncate_blocks(remote, 0).unwrap();
+    s.fsync().unwrap();
+    assert_eq!(s.stats().pages_used, 0);
+}
+
+#[test]
+fn inodes_stored_for_other_workers_are_read_by_ino_and_by_offset() {
+    let (_c, dev) = swarm(32 << 20, 4096);
+    let mut s = PStore::format(dev, &small_config(4096)).unwrap();
+    let inode = peakfs::pstore::inode::Inode {
+        ino: 0x7700_0000_0042,
+        mode: DIR,
+        nlink: 2,
+        ..Default::default()
+    };
+    let off = s.insert_inode(&inode).unwrap();
+    assert_eq!(s.getattr(inode.ino).unwrap(), inode);
+    assert_eq!(s.getattr_at(off).unwrap(), inode);
+    assert!(matches!(
+        s.insert_inode(&inode),
+        Err(PStoreError::Exists(_))
+    ));
+    s.insert_dentry(9, b"sub", off).unwrap();
+    assert_eq!(s.lookup(9, b"sub"), Some(off));
+    let a = s
+        .setattr(
+            inode.ino,
+            &SetAttr {
+                mode: Some(0o040700),
+                uid: Some(5),
+                ..SetAttr::default()
+            },
+        )
+        .unwrap();
+    assert_eq!((a.mode, a.uid), (0o040700, 5));
+}
+
+#[test]
+fn everything_survives_close_and_reopen_across_many_checkpoints() {
+    let (_c, dev) = swarm(32 << 20, 512);
+    let cfg = small_config(512);
+    let mut s = PStore::format(dev.clone(), &cfg).unwrap();
+    let mut files = Vec::new();
+    for i in 0..600u32 {
+        let f = s
+            .create(
+                1,
+                format!("mdtest.{}.{}", i / 10, i % 10).as_bytes(),
+                REG,
+                0,
+                0,
+                Hint::default(),
+            )
+            .unwrap();
+        s.write(f.ino, u64::from(i) * 7, &i.to_le_bytes()).unwrap();
+        files.push(f.ino);
+    }
+    s.fsync().unwrap();
+    assert!(
+        s.stats().checkpoints > 2,
+        "a 16-page WAL forces checkpoints: {:?}",
+        s.stats()
+    );
+    drop(s);
+    let mut s = PStore::open(dev, &cfg).unwrap();
+    for (i, &ino) in files.iter().enumerate() {
+        let name = format!("mdtest.{}.{}", i / 10, i % 10);
+        assert_eq!(s.lookup(1, name.as_bytes()), Some(ino));
+        let mut b = [0u8; 4];
+        s.read(ino, i as u64 * 7, &mut b).unwrap();
+        assert_eq!(u32::from_le_bytes(b), i as u32);
+    }
+    check_pages(&mut s);
+    // New inos do not collide with old ones.
+    let g = s.create(1, b"new", REG, 0, 0, Hint::default()).unwrap();
+    assert!(!files.contains(&g.ino));
+}
+
+#[test]
+fn the_file_backed_controller_holds_a_pstore_across_processes_of_the_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ns.img");
+    std::fs::File::create(&path)
+        .unwrap()
+        .set_len(32 << 20)
+        .unwrap();
+    let open = || {
+        let mut fc = FileControllerConfig::new(&path);
+        fc.workers = 1;
+        fc.max_io_queues = 4;
+        let ctrl = FileController::new(fc).unwrap();
+        let dev = NvmeDevice::open(
+            ctrl,
+            DeviceConfig {
+                io_queues: 1,
+                ..DeviceConfig::default()
+            },
+        )
+        .unwrap();
+        Arc::new(dev)
+    };
+    let cfg = small_config(4096);
+    {
+        let mut s = PStore::format(open(), &cfg).unwrap();
+        let f = s
+            .create(1, b"persisted", REG, 0, 0, Hint::default())
+            .unwrap();
+        s.write(f.ino, 0, &vec![0x5A; 40_000]).unwrap();
+        s.fsync().unwrap();
+    }
+    let mut s = PStore::open(open(), &cfg).unwrap();
+    let ino = s.lookup(1, b"persisted").unwrap();
+    let mut b = vec![0u8; 50_000];
+    assert_eq!(s.read(ino, 0, &mut b).unwrap(), 40_000);
+    assert!(b[..40_000].iter().all(|&x| x == 0x5A));
+}
+
+#[test]
+fn workers_with_their_own_queues_share_a_namespace_in_disjoint_zones() {
+    let (_c, dev) = swarm_queues(64 << 20, 512, 2);
+    let cfgs: Vec<PStoreConfig> = (0..2u16)
+        .map(|w| {
+            let mut c = small_config(512);
+            c.first_lba = u64::from(w) * c.lbas;
+            c.queue = Some(usize::from(w));
+            c.ino_base = (u64::from(w) << 48) | 2;
+            c
+        })
+        .collect();
+    let mut ws: Vec<PStore> = cfgs
+        .iter()
+        .map(|c| PStore::format(dev.clone(), c).unwrap())
+        .collect();
+    for i in 0..40u32 {
+        let w = &mut ws[(i % 2) as usize];
+        let f = w
+            .create(1, format!("f{i}").as_bytes(), REG, 0, 0, Hint::default())
+            .unwrap();
+        // 9 pages: more than one command per request on the worker's queue.
+        w.write(f.ino, 0, &vec![i as u8; 9 * 4096 + 5]).unwrap();
+        w.fsync().unwrap();
+    }
+    drop(ws);
+    for (w, c) in cfgs.iter().enumerate() {
+        let mut s = PStore::open(dev.clone(), c).unwrap();
+        assert_eq!(s.stats().inodes, 20);
+        for i in (w as u32..40).step_by(2) {
+            let ino = s.lookup(1, format!("f{i}").as_bytes()).unwrap();
+            assert_eq!(ino >> 48, w as u64);
+            let mut b = vec![0u8; 9 * 4096 + 5];
+            s.read(ino, 0, &mut b).unwrap();
+            assert!(b.iter().all(|&x| x == i as u8), "file {i} of worker {w}");
+        }
+    }
+    let mut bad = small_config(512);
+    bad.queue = Some(2);
+    assert!(PStore::open(dev, &bad).is_err(), "queue 2 does not exist");
+}
+
+#[test]
+fn an_unformatted_or_too_small_zone_is_refused() {
+    let (_c, dev) = swarm(32 << 20, 4096);
+    assert!(matches!(
+        PStore::open(dev.clone(), &small_config(4096)),
+        Err(PStoreError::Corrupt(_))
+    ));
+    let mut tiny = PStoreConfig::new(0, 64);
+    tiny.wal_pages = 60;
+    assert!(matches!(
+        PStore::format(dev.clone(), &tiny),
+        Err(PStoreError::Invalid(_))
+    ));
+    let past_end = PStoreConfig::new(8000, 1000);
+    assert!(PStore::format(dev, &past_end).is_err());
+}
+
+#[derive(Debug, Clone)]
+enum DataOp {
+    Write(u64, Vec<u8>),
+    Truncate(u64),
+}
+
+fn data_op() -> impl Strategy<Value = DataOp> {
+    prop_oneof![
+        4 => (0u64..70_000, prop::collection::vec(any::<u8>(), 1..9000))
+            .prop_map(|(o, d)| DataOp::Write(o, d)),
+        1 => (0u64..70_000).prop_map(DataOp::Truncate),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    #[test]
+    fn file_contents_follow_a_byte_vector_model(ops in prop::collection::vec(data_op(), 1..25)) {
+        let (_c, dev) = swarm(32 << 20, 4096);
+        let mut s = PStore::format(dev, &small_config(4096)).unwrap();
+        let f = s.create(1, b"f", REG, 0, 0, Hint::default()).unwrap();
+        let mut model: Vec<u8> = Vec::new();
+        for op in ops {
+            match op {
+                DataOp::Write(o, d) => {
+                    s.write(f.ino, o, &d).unwrap();
+                    let end = o as usize + d.len();
+                    if model.len() < end {
+                        model.resize(end, 0);
+                    }
+                    model[o as usize..end].copy_from_slice(&d);
+                }
+                DataOp::Truncate(n) => {
+                    s.truncate(f.ino, n).unwrap();
+                    model.resize(n as usize, 0);
+                }
+            }
+            prop_assert_eq!(s.getattr(f.ino).unwrap().size, model.len() as u64);
+        }
+        let mut back = vec![0xFFu8; model.len() + 100];
+        let n = s.read(f.ino, 0, &mut back).unwrap();
+        prop_assert_eq!(n, model.len());
+        prop_assert!(back[..n] == model[..], "contents differ");
+        s.fsync().unwrap();
+        check_pages(&mut s);
+    }
+}

@@ -1,0 +1,80 @@
+//! Devices and checks shared by the PStore integration tests.
+
+#![allow(dead_code, reason = "each test crate uses a subset")]
+
+use std::sync::Arc;
+
+use gpu_nvme::device::{DeviceConfig, NvmeDevice};
+use peakfs::pstore::{PStore, PStoreConfig};
+use swarmio::timing_model::{Targets, TimingConfig};
+use swarmio::{SwarmConfig, SwarmIo};
+
+/// A fast RAM-backed emulated SSD with a volatile write cache, and the host device on it.
+pub fn swarm(capacity: u64, lba: u32) -> (Arc<SwarmIo>, Arc<NvmeDevice>) {
+    swarm_queues(capacity, lba, 1)
+}
+
+/// [`swarm`] with `queues` host I/O queues.
+pub fn swarm_queues(capacity: u64, lba: u32, queues: u16) -> (Arc<SwarmIo>, Arc<NvmeDevice>) {
+    let targets = Targets {
+        read_miops: 50.0,
+        read_latency_us: 1.0,
+        write_miops: 50.0,
+        write_latency_us: 1.0,
+        block_bytes: 4096,
+        lba_bytes: lba,
+        num_sched_insts: 1,
+    };
+    let mut config = SwarmConfig::new(capacity, lba, TimingConfig::from_targets(&targets).unwrap());
+    config.service_units = 1;
+    config.workers_per_unit = 1;
+    config.max_io_queues = 4;
+    let ctrl = SwarmIo::new(config).unwrap();
+    let dev = NvmeDevice::open(
+        ctrl.clone(),
+        DeviceConfig {
+            io_queues: queues,
+            ..DeviceConfig::default()
+        },
+    )
+    .unwrap();
+    (ctrl, Arc::new(dev))
+}
+
+/// A small zone: 4096 pages, 2048 inode slots, a 16-page WAL, 4-page (16 KiB) file blocks.
+pub fn small_config(lba: u32) -> PStoreConfig {
+    let lbas = 4096 * 4096 / u64::from(lba);
+    let mut c = PStoreConfig::new(0, lbas);
+    c.inode_slots = 2048;
+    c.max_dentries = 2048;
+    c.wal_pages = 16;
+    c.block_pages = 4;
+    c.icache_blocks = 8;
+    c.ino_base = 1000;
+    c.dirty_ratio = 0.25;
+    c
+}
+
+/// Checks the page bitmap against the mappings: no page mapped twice, every mapped page
+/// allocated, and no allocated page unmapped (no leak).
+pub fn check_pages(s: &mut PStore) {
+    let maps = s.mappings().unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    for (ino, block, run) in &maps {
+        for p in run.start..run.start + u64::from(run.pages) {
+            assert!(
+                seen.insert(p),
+                "page {p} mapped twice (ino {ino} block {block})"
+            );
+            assert!(
+                s.page_allocated(p),
+                "page {p} of ino {ino} block {block} not allocated"
+            );
+        }
+    }
+    assert_eq!(
+        s.stats().pages_used,
+        seen.len() as u64,
+        "allocated pages that no block maps (leak)"
+    );
+}

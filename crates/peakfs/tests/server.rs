@@ -1,0 +1,364 @@
+//! In-process cluster tests: a master and two servers (RingSched over file-backed PStore zones)
+//! driven with raw pRPC requests.
+
+mod server_support;
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::time::Duration;
+
+use fabric::{ErrorCode, Header, Opcode, RpcClient, TcpTransport, Transport, TransportError};
+use peakfs::config::{ControllerKind, MasterConfig, ServerConfig};
+use peakfs::master::{MasterHandle, fetch_view};
+use peakfs::placement::{DataDist, Hint, ROOT_INO, home_lambda};
+use peakfs::protocol::{Errno, Request, op};
+use peakfs::server::Server;
+use server_support::{Client, DIR, REG, assert_bytes, block_file, default_hint, pattern};
+
+struct Cluster {
+    master: MasterHandle,
+    servers: Vec<Server>,
+    uri: String,
+}
+
+fn server_cfg(master: &str, data: &Path) -> ServerConfig {
+    ServerConfig {
+        master: master.into(),
+        listen: "127.0.0.1:0".into(),
+        data: data.into(),
+        data_size: 64 << 20,
+        workers: 2,
+        memcpy_threads: 1,
+        pin: false,
+        controller: ControllerKind::File,
+        ..ServerConfig::default()
+    }
+}
+
+fn cluster(dir: &Path, hint: &str) -> Cluster {
+    let cfg = MasterConfig {
+        servers: 2,
+        default_hint: hint.into(),
+        ..MasterConfig::default()
+    };
+    let master = MasterHandle::start(cfg, "127.0.0.1:0").unwrap();
+    let uri = master.addr().to_string();
+    // Start both at once: each registers, then formats.
+    let servers = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..2)
+            .map(|i| {
+                let c = server_cfg(&uri, &dir.join(format!("s{i}.data")));
+                s.spawn(move || Server::start(&c).unwrap())
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    Cluster {
+        master,
+        servers,
+        uri: format!("http://{uri}"),
+    }
+}
+
+fn view(c: &Cluster) -> peakfs::master::proto::ClusterView {
+    fetch_view(&c.uri, Duration::from_secs(10)).unwrap()
+}
+
+#[test]
+fn bigdir_files_spread_over_both_servers_and_their_data_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = cluster(dir.path(), "bigdir,block");
+    let v = view(&c);
+    let mut cl = Client::connect(&v);
+    let root = cl.getattr(ROOT_INO).unwrap();
+    assert!(root.is_dir() && root.hint.bigdir);
+    let mut names = Vec::new();
+    for i in 0..120 {
+        let name = format!("mdtest.0.{i}");
+        let a = cl.create(&root, &name, REG, block_file()).unwrap();
+        assert_eq!(cl.lookup(&root, &name).unwrap().ino, a.ino);
+        names.push(name);
+    }
+    assert_eq!(
+        cl.create(&root, "mdtest.0.7", REG, block_file()),
+        Err(Errno::EEXIST)
+    );
+    names.sort();
+    assert_eq!(cl.readdir(&root), names);
+    // Creates went to both servers (bigdir sharding by hash(pino, name)).
+    let per_server: Vec<u64> = c.servers.iter().map(|s| s.usage().requests).collect();
+    assert!(
+        per_server.iter().all(|&n| n > 20),
+        "requests per server {per_server:?}"
+    );
+
+    // Block-based data across slices: 5 blocks and a partial one.
+    let f = cl.lookup(&root, "mdtest.0.3").unwrap();
+    let bs = u64::from(v.block_size);
+    let data = pattern(7, (5 * bs + 1234) as usize);
+    cl.write(&f, 100, &data, true);
+    assert_eq!(cl.getattr(f.ino).unwrap().size, 100 + data.len() as u64);
+    assert_bytes(&cl.read(&f, 100, data.len() as u64), &data, "whole read");
+    // Sequential reads in small pieces (read cache + read-ahead, memcpy pool).
+    let mut seq = Vec::new();
+    let mut off = 100;
+    while off < 100 + data.len() as u64 {
+        seq.extend(cl.read(&f, off, 10_000));
+        off += 10_000;
+    }
+    assert_bytes(&seq, &data, "sequential reads");
+    // Overwrite after caching: the cache must not serve stale bytes.
+    cl.write(&f, 100, b"fresh", false);
+    assert_eq!(&cl.read(&f, 100, 5)[..], b"fresh");
+    // Holes read as zeros.
+    assert!(cl.read(&f, 0, 100).iter().all(|&b| b == 0));
+
+    let r = cl.unlink(&root, "mdtest.0.3", false).unwrap();
+    assert!(r.inode_freed && r.size == 100 + data.len() as u64);
+    assert_eq!(cl.lookup(&root, "mdtest.0.3"), Err(Errno::ENOENT));
+    assert_eq!(cl.getattr(f.ino), Err(Errno::ENOENT));
+    cl.close();
+    for s in c.servers {
+        s.stop().unwrap();
+    }
+    c.master.stop().unwrap();
+}
+
+#[test]
+fn regular_directories_use_the_mkinode_link_protocol_and_rmdir_checks_emptiness() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = cluster(dir.path(), "dir,file");
+    let v = view(&c);
+    assert_eq!(
+        default_hint(&v),
+        Hint {
+            data: DataDist::File,
+            bigdir: false
+        }
+    );
+    let mut cl = Client::connect(&v);
+    let root = cl.getattr(ROOT_INO).unwrap();
+    assert!(!root.hint.bigdir);
+    let regular = Hint {
+        data: DataDist::File,
+        bigdir: false,
+    };
+    let mut dirs = Vec::new();
+    for i in 0..8 {
+        let d = cl.mkdir(&root, &format!("d{i}"), regular).unwrap();
+        assert!(d.is_dir());
+        dirs.push(d);
+    }
+    assert_eq!(cl.mkdir(&root, "d3", regular), Err(Errno::EEXIST));
+    // Sub-directory inodes are sharded by hash(pino, name): more than one slice holds them.
+    let homes: std::collections::HashSet<u64> = dirs.iter().map(|d| home_lambda(d.ino)).collect();
+    assert!(homes.len() > 1, "{homes:?}");
+    // A file in d0 lives with d0's inode; file-based data stays in one place.
+    let d0 = dirs[0];
+    let f = cl.create(&d0, "f", REG, regular).unwrap();
+    assert_eq!(home_lambda(f.ino), home_lambda(d0.ino));
+    let data = pattern(3, 200_000);
+    cl.write(&f, 0, &data, true);
+    assert_bytes(&cl.read(&f, 0, 200_000), &data, "file-based read");
+    assert_eq!(cl.readdir(&d0), ["f"]);
+    assert_eq!(cl.lookup(&root, "d0").unwrap().ino, d0.ino);
+
+    // rmdir: seal at home(d0), count, then unlink the dentry and free the inode.
+    let seal = |cl: &mut Client, on: bool| {
+        let p = cl
+            .call(
+                home_lambda(d0.ino),
+                Request::DirSeal {
+                    pino: d0.ino,
+                    seal: on,
+                },
+            )
+            .unwrap();
+        u64::from_le_bytes(p.try_into().unwrap())
+    };
+    assert_eq!(seal(&mut cl, true), 1);
+    assert_eq!(
+        cl.create(&d0, "g", REG, regular),
+        Err(Errno::ENOENT),
+        "sealed"
+    );
+    seal(&mut cl, false);
+    assert_eq!(
+        cl.call(home_lambda(d0.ino), Request::RmInode { ino: d0.ino }),
+        Err(Errno::ENOTEMPTY)
+    );
+    assert_eq!(cl.unlink(&d0, "f", true), Err(Errno::ENOTDIR));
+    cl.unlink(&d0, "f", false).unwrap();
+    assert_eq!(seal(&mut cl, true), 0);
+    let r = cl.unlink(&root, "d0", true).unwrap();
+    if !r.inode_freed {
+        cl.call(home_lambda(d0.ino), Request::RmInode { ino: d0.ino })
+            .unwrap();
+    }
+    assert_eq!(cl.getattr(d0.ino), Err(Errno::ENOENT));
+    assert_eq!(cl.lookup(&root, "d0"), Err(Errno::ENOENT));
+
+    // Rename inside one slice (a regular directory's entries share it).
+    let l = home_lambda(root.ino);
+    let req = Request::Rename {
+        src_pino: root.ino,
+        dst_pino: root.ino,
+        src_name: b"d1",
+        dst_name: b"e1",
+    };
+    cl.call(l, req).unwrap();
+    assert_eq!(cl.lookup(&root, "e1").unwrap().ino, dirs[1].ino);
+    assert_eq!(cl.lookup(&root, "d1"), Err(Errno::ENOENT));
+    cl.close();
+    for s in c.servers {
+        s.stop().unwrap();
+    }
+}
+
+/// Sends raw bytes on a fresh TCP connection and reads what comes back until close or 2 s.
+fn raw_exchange(addr: &str, bytes: &[u8]) -> Vec<u8> {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    s.write_all(bytes).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => return got,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+#[test]
+fn bad_frames_and_requests_get_errors_while_other_clients_keep_being_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = cluster(dir.path(), "bigdir,block");
+    let v = view(&c);
+    let mut good = Client::connect(&v);
+    let root = good.getattr(ROOT_INO).unwrap();
+    let addr = v.servers[0].data_addr.clone();
+
+    // Garbage: an error reply (MALFORMED) and a close; the answer is short.
+    let got = raw_exchange(&addr, &[0xAB; 64]);
+    assert!(got.len() < 200);
+    // Oversized length in a valid header: error reply or close.
+    let mut h = Header::request(op::GETATTR, 1, 0).encode();
+    h[16..20].copy_from_slice(&u32::MAX.to_le_bytes());
+    let _ = raw_exchange(&addr, &h);
+
+    let t = TcpTransport::default();
+    let mut rpc = RpcClient::new(
+        t.connect(&addr, Duration::from_secs(2)).unwrap(),
+        8,
+        Duration::from_secs(5),
+    );
+    let remote = |r: Result<fabric::Frame<'_>, TransportError>| match r {
+        Err(TransportError::Remote { code, .. }) => code,
+        other => panic!("expected an error reply, got {other:?}"),
+    };
+    assert_eq!(
+        remote(rpc.call(Opcode(0x0777), &[&[0; 8]])),
+        ErrorCode::UNKNOWN_OPCODE
+    );
+    // Truncated payloads of known opcodes: EINVAL, connection stays.
+    assert_eq!(
+        remote(rpc.call(op::GETATTR, &[&[1, 2, 3]])),
+        Errno::EINVAL.error_code()
+    );
+    assert_eq!(
+        remote(rpc.call(op::GETATTR, &[&0u64.to_le_bytes(), &[9]])),
+        Errno::EINVAL.error_code()
+    );
+    // A name with '/' is rejected.
+    let bad = Request::Lookup {
+        pino: ROOT_INO,
+        name: b"a/b",
+    }
+    .encode(0);
+    assert_eq!(
+        remote(rpc.call(op::LOOKUP, &[&bad])),
+        Errno::EINVAL.error_code()
+    );
+    // λ of the other server: ESTALE.
+    let stale = Request::GetAttr { ino: ROOT_INO }.encode(1);
+    assert_eq!(
+        remote(rpc.call(op::GETATTR, &[&stale])),
+        Errno::ESTALE.error_code()
+    );
+    // Echo works and the connection is still usable.
+    assert_eq!(rpc.call(Opcode::ECHO, &[b"ping"]).unwrap().payload, b"ping");
+
+    // The well-behaved client was never disturbed.
+    for i in 0..20 {
+        good.create(&root, &format!("ok{i}"), REG, block_file())
+            .unwrap();
+    }
+    assert_eq!(good.readdir(&root).len(), 20);
+    for s in c.servers {
+        s.stop().unwrap();
+    }
+}
+
+#[test]
+fn clean_stop_checkpoints_and_a_restart_finds_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = cluster(dir.path(), "bigdir,block");
+    let v = view(&c);
+    let mut cl = Client::connect(&v);
+    let root = cl.getattr(ROOT_INO).unwrap();
+    let sub = cl
+        .mkdir(
+            &root,
+            "sub",
+            Hint {
+                data: DataDist::Block,
+                bigdir: true,
+            },
+        )
+        .unwrap();
+    let mut files = Vec::new();
+    for i in 0..30 {
+        let f = cl
+            .create(&sub, &format!("f{i}"), REG, block_file())
+            .unwrap();
+        // No fsync: a clean stop must still keep it (checkpoint).
+        cl.write(&f, 0, &pattern(i, 5000 + i as usize * 3000), false);
+        files.push(f);
+    }
+    cl.close();
+    // Data file i belongs to c.servers[i] (whatever index it got).
+    let addrs: Vec<String> = c
+        .servers
+        .iter()
+        .map(|s| s.local_addr().to_string())
+        .collect();
+    for s in std::mem::take(&mut c.servers) {
+        s.stop().unwrap();
+    }
+    // Restart on the same data (and the same addresses: the master keeps the indexes).
+    let servers: Vec<Server> = (0..2)
+        .map(|i| {
+            let mut cfg = server_cfg(&c.uri, &dir.path().join(format!("s{i}.data")));
+            cfg.listen = addrs[i].clone();
+            Server::start(&cfg).unwrap()
+        })
+        .collect();
+    let mut cl = Client::connect(&view(&c));
+    let root = cl.getattr(ROOT_INO).unwrap();
+    let sub2 = cl.lookup(&root, "sub").unwrap();
+    assert_eq!(sub2.ino, sub.ino);
+    assert!(sub2.is_dir() && sub2.mode == DIR);
+    assert_eq!(cl.readdir(&sub2).len(), 30);
+    for (i, f) in files.iter().enumerate() {
+        let len = 5000 + i * 3000;
+        assert_bytes(
+            &cl.read(f, 0, len as u64),
+            &pattern(i as u64, len),
+            &format!("file {i}"),
+        );
+    }
+    for s in servers {
+        s.stop().unwrap();
+    }
+}
