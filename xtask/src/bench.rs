@@ -103,6 +103,27 @@ pub const SYSTEMS: &[BenchSystem] = &[
             "6",
         ],
     },
+    BenchSystem {
+        name: "gofs",
+        package: "gofs",
+        bin: "gofs",
+        // The host engine over the file controller on a tmpfs image that the run makes itself,
+        // with the raw controller measured in the same run. GoFS has no GPU engine yet: both
+        // engine choices run the host engine (its records say `cpu`).
+        args: &["bench", "--json", "--image-mib", "512"],
+        quick_args: &[
+            "--files",
+            "1000",
+            "--file-mib",
+            "32",
+            "--random-ops",
+            "5000",
+            "--raw-seconds",
+            "1",
+        ],
+        cpu_args: &[],
+        gpu_args: &[],
+    },
 ];
 
 /// Where records and the plot go, below the target directory.

@@ -63,6 +63,35 @@ fn ensure_apt_packages() {
     }
 }
 
+/// The workspace root (xtask's manifest directory is one below it).
+pub fn workspace_root() -> Result<std::path::PathBuf> {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .ok_or_else(|| anyhow::anyhow!("xtask has no parent directory"))
+}
+
+/// pjdfstest (crates.io) for the POSIX suites, installed into `.cache/cargo-bin` when missing;
+/// `None` (with the reason printed) where the suites cannot run: not root, or no /dev/fuse.
+pub fn ensure_pjdfstest(root: &Path) -> Result<Option<std::path::PathBuf>> {
+    if !is_root() || !Path::new("/dev/fuse").exists() {
+        eprintln!(
+            "xtask: skipping the POSIX suites (pjdfstest, fio): they need root and /dev/fuse"
+        );
+        return Ok(None);
+    }
+    let install_root = root.join(".cache/cargo-bin");
+    let binary = install_root.join("bin/pjdfstest");
+    if !is_executable(&binary) {
+        cargo::run(
+            cargo::command()
+                .args(["install", "--locked", "-q", "pjdfstest", "--root"])
+                .arg(&install_root),
+        )?;
+    }
+    Ok(Some(binary))
+}
+
 /// Installs cargo-nextest unless cargo already finds it.
 fn ensure_nextest() -> Result<()> {
     if nextest_found() {
