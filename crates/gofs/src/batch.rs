@@ -282,6 +282,16 @@ impl Posix {
         let total = bnode.check(reqs, buf.len())?;
         let groups = split_mut(reqs, &mut buf[..total], threads);
         let fs = self.fs();
+        if groups.len() == 1 {
+            // One thread: the whole batch goes to the engine at once (addresses resolved
+            // together, the data reads kept in flight together).
+            let mut many: Vec<(Ino, u64, &mut [u8])> = groups
+                .into_iter()
+                .flatten()
+                .map(|(r, piece)| (bnode.files[r.file].ino, r.offset, piece))
+                .collect();
+            return Ok(fs.read_many(&mut many)?);
+        }
         run_groups(groups, |r, piece: &mut [u8]| {
             fs.read(bnode.files[r.file].ino, r.offset, piece)
         })

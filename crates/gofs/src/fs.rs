@@ -423,6 +423,52 @@ impl Fs {
         plan.run(io.as_ref(), buf)
     }
 
+    /// Reads many files at once (the engine side of the batched API, papers/gofs.md §3.7):
+    /// the block addresses of every request are resolved under one engine lock, then all
+    /// whole-block reads go to the device as one batch kept in flight together. Requests that
+    /// name the same file more than once are read one by one instead.
+    pub fn read_many(&self, reqs: &mut [(Ino, u64, &mut [u8])]) -> Result<Vec<usize>> {
+        let mut inos: Vec<Ino> = reqs.iter().map(|r| r.0).collect();
+        inos.sort_unstable();
+        inos.dedup();
+        if inos.len() != reqs.len() {
+            return reqs
+                .iter_mut()
+                .map(|(ino, off, buf)| self.read(*ino, *off, buf))
+                .collect();
+        }
+        let locks = reqs
+            .iter()
+            .map(|r| self.shared.ranges.of(r.0))
+            .collect::<Result<Vec<_>>>()?;
+        let _ranges = locks
+            .iter()
+            .zip(reqs.iter())
+            .map(|(lock, (_, off, buf))| {
+                let (o, n) = range_locks::clamp(*off, buf.len() as u64);
+                lock.acquire(o, n)
+                    .map_err(|e| FsError::InvalidArgument(e.to_string()))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        // As in `read`: the gate guard keeps the planned addresses from reuse.
+        let gate: Arc<RwLock<()>>;
+        let (plans, io, _gate) = {
+            let mut e = self.lock();
+            gate = Arc::clone(&e.read_gate);
+            let mut plans = Vec::with_capacity(reqs.len());
+            for (ino, off, buf) in reqs.iter_mut() {
+                if e.is_dir(*ino)? {
+                    return Err(FsError::IsDir);
+                }
+                plans.push(e.plan_read(*ino, *off, buf)?);
+            }
+            let g = gate.read().unwrap_or_else(|e| e.into_inner());
+            (plans, Arc::clone(&e.io), g)
+        };
+        let mut bufs: Vec<&mut [u8]> = reqs.iter_mut().map(|r| &mut *r.2).collect();
+        file::run_many(plans, io.as_ref(), &mut bufs)
+    }
+
     /// Writes `data` at `offset`, holding the inode's range lock.
     pub fn write(&self, ino: Ino, offset: u64, data: &[u8]) -> Result<usize> {
         let lock = self.shared.ranges.of(ino)?;

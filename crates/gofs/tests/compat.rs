@@ -148,7 +148,10 @@ fn build_source(src: &Path) {
         ("inline", 3400),
         ("block", 4096),
         ("mib", 1 << 20),
+        // Past the inode's 923 addresses: needs direct node blocks (i_nid[0..2]).
         ("indirect", (4 << 20) + 12345),
+        // Past 923 + 2 x 1018 blocks (~11.6 MiB): needs an indirect node block (i_nid[2]).
+        ("double-level", (13 << 20) + 777),
     ] {
         std::fs::write(src.join(name), pattern(len, len as u64)).unwrap();
     }
@@ -179,6 +182,8 @@ fn sload_image_reads_back_identically_through_the_engine() {
     // Change what sload wrote (its inodes carry extent caches and inline data/dentries).
     let big = fs.lookup(ROOT_INO, b"indirect").unwrap().ino;
     fs.write(big, 100_000, &pattern(50_000, 5)).unwrap();
+    let deeper = fs.lookup(ROOT_INO, b"double-level").unwrap().ino;
+    fs.write(deeper, 12 << 20, &pattern(70_000, 7)).unwrap();
     let inline = fs.lookup(ROOT_INO, b"inline").unwrap().ino;
     fs.write(inline, 3000, &pattern(2000, 6)).unwrap();
     let bigdir = fs.lookup(ROOT_INO, b"bigdir").unwrap().ino;

@@ -276,6 +276,30 @@ fn batch_open_reads_every_file_of_a_directory() {
         assert!(buf[k * 16_384..(k + 1) * 16_384] == want[..], "{name}");
         assert_eq!(bnode.find(&f.name), Some(k));
     }
+    // One thread: the engine's batched read (`Fs::read_many`) gives the same bytes, also for
+    // requests that start or end inside a block.
+    let mut again = vec![0u8; buf.len()];
+    assert_eq!(p.batch_read(&bnode, &reqs, &mut again, 1).unwrap(), got);
+    assert!(again == buf, "batched read differs from the threaded one");
+    let partial = [
+        BatchRequest {
+            file: 0,
+            offset: 100,
+            len: 5000,
+        },
+        BatchRequest {
+            file: 1,
+            offset: 4096,
+            len: 8192,
+        },
+    ];
+    let mut small = vec![0u8; 13_192];
+    assert_eq!(
+        p.batch_read(&bnode, &partial, &mut small, 1).unwrap(),
+        vec![5000, 8192]
+    );
+    assert!(small[..5000] == buf[100..5100]);
+    assert!(small[5000..] == buf[16_384 + 4096..16_384 + 12_288]);
     let bad = [BatchRequest {
         file: 200,
         offset: 0,

@@ -79,6 +79,61 @@ impl ReadPlan {
     }
 }
 
+/// Runs many plans with one batch of device reads: the whole-block runs of all of them go to
+/// [`BlockIo::read_many`] together (kept in flight at once by a device that can), while a plan
+/// that starts or ends inside a block runs on its own. Returns the bytes read per plan.
+pub fn run_many(
+    plans: Vec<ReadPlan>,
+    io: &dyn BlockIo,
+    bufs: &mut [&mut [u8]],
+) -> Result<Vec<usize>> {
+    let mut done = Vec::with_capacity(plans.len());
+    let mut runs: Vec<(u64, &mut [u8])> = Vec::new();
+    for (plan, buf) in plans.into_iter().zip(bufs.iter_mut()) {
+        let buf: &mut [u8] = std::mem::take(buf);
+        match plan {
+            ReadPlan::Blocks {
+                addrs,
+                skip: 0,
+                len,
+            } if len % BLOCK_SIZE == 0 && addrs.len() >= len / BLOCK_SIZE => {
+                let out = buf
+                    .get_mut(..len)
+                    .ok_or_else(|| corrupt("read plan longer than buffer"))?;
+                push_runs(&addrs[..len / BLOCK_SIZE], out, &mut runs);
+                done.push(len);
+            }
+            other => done.push(other.run(io, buf)?),
+        }
+    }
+    io.read_many(&mut runs)?;
+    Ok(done)
+}
+
+/// Splits `out` into one piece per run of consecutive addresses (up to 64 blocks), queued on
+/// `runs`; holes are zero-filled here.
+fn push_runs<'b>(addrs: &[u32], mut out: &'b mut [u8], runs: &mut Vec<(u64, &'b mut [u8])>) {
+    let mut k = 0;
+    while k < addrs.len() {
+        let a = addrs[k];
+        if a == NULL_ADDR || a == NEW_ADDR {
+            let (hole, rest) = std::mem::take(&mut out).split_at_mut(BLOCK_SIZE);
+            hole.fill(0);
+            out = rest;
+            k += 1;
+            continue;
+        }
+        let mut r = 1;
+        while k + r < addrs.len() && r < 64 && a.checked_add(r as u32) == Some(addrs[k + r]) {
+            r += 1;
+        }
+        let (piece, rest) = std::mem::take(&mut out).split_at_mut(r * BLOCK_SIZE);
+        runs.push((u64::from(a), piece));
+        out = rest;
+        k += r;
+    }
+}
+
 /// Reads the blocks at `addrs` into `buf`, one command per run of consecutive addresses;
 /// holes read as zeros.
 fn read_addrs(io: &dyn BlockIo, addrs: &[u32], buf: &mut [u8]) -> Result<()> {
