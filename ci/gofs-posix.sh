@@ -16,6 +16,9 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+NAME=gofs-posix
+# shellcheck source=ci/posix-lib.sh
+source "$ROOT/ci/posix-lib.sh"
 MAX_FAILED=${GOFS_PJDFSTEST_MAX_FAILED:-0}
 START=$SECONDS
 phase() { echo "== $1 (t=$((SECONDS - START)) s)"; }
@@ -102,44 +105,13 @@ for _ in $(seq 200); do is_mounted && break; sleep 0.05; done
 is_mounted || { cat "$WORK/mount.log"; echo "gofs-posix: no mount appeared" >&2; exit 1; }
 
 phase "fio --verify"
-fio_job() {
-  # fio writes its verify state files (NAME-0-verify.state) into the cwd: keep them in $WORK.
-  (cd "$WORK" && fio --output-format=terse --name="$1" --directory="$MNT" --filename="fio-$1" \
-    --size=32M --bs=4k --ioengine=psync --verify=crc32c --verify_fatal=1 \
-    --do_verify=1 "${@:2}" >"$WORK/fio-$1.log" 2>&1) \
-    || { cat "$WORK/fio-$1.log"; echo "gofs-posix: fio job $1 failed" >&2; exit 1; }
-  echo "fio $1: ok"
-}
 fio_job randwrite --rw=randwrite
 fio_job seqwrite --rw=write --bs=64k
 fio_job randrw --rw=randrw --verify=md5 --size=16M
 rm -f "$MNT"/fio-*
 
 phase "pjdfstest"
-cat >"$WORK/pjdfstest.toml" <<'EOF'
-[features]
-utimensat = {}
-utime_now = {}
-rename_ctime = {}
-[settings]
-naptime = 0.01
-allow_remount = false
-[dummy_auth]
-entries = [["nobody", "nogroup"], ["daemon", "daemon"]]
-EOF
-mkdir "$MNT/pjd"
-# shellcheck disable=SC2086 # patterns are words
-(cd "$WORK" && NO_COLOR=1 timeout 600 "$PJDFSTEST" -c "$WORK/pjdfstest.toml" -p "$MNT/pjd" \
-  ${PJDFSTEST_PATTERNS:-} >"$WORK/pjdfstest.log" 2>&1) || true
-grep -E "FAILED" "$WORK/pjdfstest.log" | awk '{print "  " $1}' || true
-SUMMARY=$(grep -E "^Summary" "$WORK/pjdfstest.log" || true)
-[[ -n "$SUMMARY" ]] || { tail -40 "$WORK/pjdfstest.log"; echo "gofs-posix: pjdfstest did not finish" >&2; exit 1; }
-echo "$SUMMARY"
-FAILED=$(sed -E 's/^Summary: ([0-9]+) failed.*/\1/' <<<"$SUMMARY")
-if ((FAILED > MAX_FAILED)); then
-  echo "gofs-posix: $FAILED pjdfstest failures, more than the baseline $MAX_FAILED" >&2
-  exit 1
-fi
+run_pjdfstest "$MAX_FAILED"
 
 phase "unmount (SIGTERM) + fsck.f2fs --dry-run"
 stop_mount || { cat "$WORK/mount.log"; echo "gofs-posix: gofs mount failed to unmount" >&2; exit 1; }

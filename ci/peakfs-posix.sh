@@ -13,6 +13,9 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+NAME=peakfs-posix
+# shellcheck source=ci/posix-lib.sh
+source "$ROOT/ci/posix-lib.sh"
 if [[ "${1:-}" != --inner ]]; then
   PJDFSTEST=${PJDFSTEST:-$(command -v pjdfstest || echo "$ROOT/.cache/cargo-bin/bin/pjdfstest")}
   for tool in fio "$PJDFSTEST"; do
@@ -50,14 +53,6 @@ for _ in $(seq 200); do mountpoint -q "$MNT" && break; sleep 0.05; done
 mountpoint -q "$MNT" || { cat "$WORK/mount.log"; echo "peakfs-posix: no mount" >&2; exit 1; }
 
 echo "== fio --verify"
-fio_job() {
-  # fio writes *.state files into its cwd: run it in the work dir.
-  (cd "$WORK" && timeout 300 fio --output-format=terse --name="$1" --directory="$MNT" \
-    --filename="fio-$1" --size=32M --bs=4k --ioengine=psync --verify=crc32c --verify_fatal=1 \
-    --do_verify=1 "${@:2}" >"$WORK/fio-$1.log") \
-    || { cat "$WORK/fio-$1.log"; echo "peakfs-posix: fio job $1 failed" >&2; exit 1; }
-  echo "fio $1: ok"
-}
 fio_job randwrite --rw=randwrite
 fio_job seqwrite --rw=write --bs=64k
 fio_job randrw --rw=randrw --verify=md5 --size=16M
@@ -65,31 +60,8 @@ fio_job n1-47008 --rw=write --bs=47008 --size=16M
 rm -f "$MNT"/fio-*
 
 echo "== pjdfstest"
-cat >"$WORK/pjdfstest.toml" <<'EOF'
-[features]
-utimensat = {}
-utime_now = {}
-rename_ctime = {}
-[settings]
-naptime = 0.01
-allow_remount = false
-[dummy_auth]
-entries = [["nobody", "nogroup"], ["daemon", "daemon"]]
-EOF
-mkdir "$MNT/pjd"
-# shellcheck disable=SC2086 # patterns are words
-NO_COLOR=1 timeout 600 "$PJDFSTEST" -c "$WORK/pjdfstest.toml" -p "$MNT/pjd" \
-  ${PJDFSTEST_PATTERNS:-} >"$WORK/pjdfstest.log" 2>&1 || true
+run_pjdfstest "$MAX_FAILED"
 cp "$WORK/pjdfstest.log" "${PEAKFS_PJDFSTEST_LOG:-/dev/null}" 2>/dev/null || true
-grep -E "FAILED" "$WORK/pjdfstest.log" | awk '{print "  " $1}' || true
-SUMMARY=$(grep -E "^Summary" "$WORK/pjdfstest.log" || true)
-[[ -n "$SUMMARY" ]] || { tail -40 "$WORK/pjdfstest.log"; echo "peakfs-posix: pjdfstest did not finish" >&2; exit 1; }
-echo "$SUMMARY"
-FAILED=$(sed -E 's/^Summary: ([0-9]+) failed.*/\1/' <<<"$SUMMARY")
-if ((FAILED > MAX_FAILED)); then
-  echo "peakfs-posix: $FAILED pjdfstest failures, more than the baseline $MAX_FAILED" >&2
-  exit 1
-fi
 
 echo "== unmount (SIGTERM)"
 kill -TERM "$MOUNT_PID"

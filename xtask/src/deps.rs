@@ -63,14 +63,6 @@ fn ensure_apt_packages() {
     }
 }
 
-/// The workspace root (xtask's manifest directory is one below it).
-pub fn workspace_root() -> Result<std::path::PathBuf> {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .ok_or_else(|| anyhow::anyhow!("xtask has no parent directory"))
-}
-
 /// pjdfstest (crates.io) for the POSIX suites, installed into `.cache/cargo-bin` when missing;
 /// `None` (with the reason printed) where the suites cannot run: not root, or no /dev/fuse.
 pub fn ensure_pjdfstest(root: &Path) -> Result<Option<std::path::PathBuf>> {

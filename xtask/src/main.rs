@@ -76,15 +76,15 @@ fn test() -> Result<()> {
 /// The POSIX suites of the FUSE mounts (pjdfstest and fio --verify jobs, `ci/*-posix.sh`): they
 /// need root and /dev/fuse, and skip with the reason otherwise.
 fn posix_suites() -> Result<()> {
-    let root = deps::workspace_root()?;
-    let Some(pjdfstest) = deps::ensure_pjdfstest(&root)? else {
+    let root = cargo::workspace_root();
+    let Some(pjdfstest) = deps::ensure_pjdfstest(root)? else {
         return Ok(());
     };
     for script in ["ci/gofs-posix.sh", "ci/peakfs-posix.sh"] {
         let mut command = std::process::Command::new("bash");
         command
             .arg(root.join(script))
-            .current_dir(&root)
+            .current_dir(root)
             .env("PJDFSTEST", &pjdfstest);
         cargo::run(&mut command)?;
     }
