@@ -23,16 +23,28 @@ const PREFETCH_MAX_BYTES: usize = 4096;
 /// cache misses instead of paying them one after another.
 pub fn prefetch(ptr: *const u8, len: usize) {
     #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        for offset in (0..len.min(PREFETCH_MAX_BYTES)).step_by(64) {
-            // SAFETY: a prefetch is a hint that never faults, even for an address that is not
-            // mapped; `wrapping_add` computes the address without dereferencing it.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(ptr.wrapping_add(offset).cast::<i8>()) };
-        }
-    }
+    prefetch_lines::<{ std::arch::x86_64::_MM_HINT_T0 }>(ptr, len);
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (ptr, len);
+}
+
+/// [`prefetch`] for lines about to be written: they are fetched in exclusive state
+/// (`prefetchw`), so the stores need no second round trip to take ownership, e.g. of a
+/// buffer the GPU last read. CPUs without `prefetchw` treat it as a no-op.
+pub fn prefetch_for_write(ptr: *const u8, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    prefetch_lines::<{ std::arch::x86_64::_MM_HINT_ET0 }>(ptr, len);
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (ptr, len);
+}
+
+#[cfg(target_arch = "x86_64")]
+fn prefetch_lines<const HINT: i32>(ptr: *const u8, len: usize) {
+    for offset in (0..len.min(PREFETCH_MAX_BYTES)).step_by(64) {
+        // SAFETY: a prefetch is a hint that never faults, even for an address that is not
+        // mapped; `wrapping_add` computes the address without dereferencing it.
+        unsafe { std::arch::x86_64::_mm_prefetch::<HINT>(ptr.wrapping_add(offset).cast::<i8>()) };
+    }
 }
 
 /// Errors of memory allocation and address translation.

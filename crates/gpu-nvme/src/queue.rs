@@ -628,12 +628,19 @@ impl SqFetcher {
     /// Fetches up to `max` new SQEs into `out` (coalesced: one doorbell read for all of them).
     pub fn fetch(&mut self, out: &mut Vec<SubmissionEntry>, max: usize) -> usize {
         let n = (self.pending() as usize).min(max);
+        out.reserve(n);
+        let mut head = self.head;
         for _ in 0..n {
             // SAFETY: head < depth, inside the SQ ring; the doorbell read (acquire) ordered the
             // submitter's writes of these entries before this read.
-            out.push(unsafe { std::ptr::read_volatile(self.sq.add(self.head as usize)) });
-            self.head = (self.head + 1) % self.depth;
+            out.push(unsafe { std::ptr::read_volatile(self.sq.add(head as usize)) });
+            // A compare, not `% depth`: a division per entry costs more than the copy.
+            head += 1;
+            if head == self.depth {
+                head = 0;
+            }
         }
+        self.head = head;
         n
     }
 }

@@ -60,7 +60,7 @@ pub struct Emulation {
     #[arg(long)]
     pub baseline: bool,
     /// Send and wait for each request's copy into GPU memory alone instead of one batch per
-    /// drained ring (ablation).
+    /// worker batch (ablation).
     #[arg(long)]
     pub no_batched_copies: bool,
     /// Requests each worker pops ahead, with their data prefetched into the cache (0: none).

@@ -8,21 +8,21 @@
 //! - On each doorbell a dispatcher fetches every new SQE at once (up to `max_fetch`, 1,024 by
 //!   default: coalesced fetching), asks the timing model for the batch's completion times (one
 //!   atomic step per instance with aggregated updates, or per request), and hands the requests
-//!   to the owning workers through SPSC rings.
-//! - A worker moves each request's data as soon as it arrives (host memory directly, GPU memory
-//!   in one batch of copy-engine transfers per drained ring), keeps requests ordered by target
-//!   time, and posts a CQE only once `now >= target`.
+//!   to the owning workers through SPSC rings, each batch published with one index update.
+//! - A worker takes up to 256 requests off its ring at once, moves their data (host memory
+//!   directly, GPU memory in one batch of copy-engine transfers), keeps requests ordered by
+//!   target time, and then posts the CQEs whose time has come (`now >= target`) before it takes
+//!   the next batch.
 //! - Baseline mode (NVMeVirt-like, §III): one dispatcher, per-request updates, one SQE per
 //!   doorbell check, and NVMeVirt's data path: each request's copy is issued and waited for on
-//!   its own, where SwarmIO batches a drained ring's copies (its DSA offload, §IV-C)
+//!   its own, where SwarmIO batches a worker batch's copies (its DSA offload, §IV-C)
 //!   ([`SwarmConfig::baseline`]).
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
-use common::ring::{Consumer, Producer, SpscConsumer, SpscProducer, spsc};
+use common::ring::{SpscConsumer, SpscProducer, spsc};
 use crossbeam_utils::{Backoff, CachePadded};
 use gpu_nvme::controller::admin::run_admin_queue;
 use gpu_nvme::controller::data::{DataPath, GpuCopier};
@@ -45,6 +45,9 @@ use crate::timing_model::{IoDirection, TimingConfig, TimingModel, TimingRequest,
 
 /// Requests a dispatcher can hand one worker before it waits.
 const RING_CAPACITY: usize = 8192;
+
+/// Most requests a worker takes off its ring at once (one ring index update for all of them).
+const STAGE_CAPACITY: usize = 256;
 
 /// Where the namespace's blocks live.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,7 +80,7 @@ pub struct SwarmConfig {
     pub max_fetch: usize,
     /// How dispatchers update the timing model.
     pub update_mode: UpdateMode,
-    /// Workers send a drained ring's copies into GPU memory as one batch and wait once
+    /// Workers send a batch's copies into GPU memory as one batch and wait once
     /// (SwarmIO); off, each request's copy is sent and waited for alone (NVMeVirt).
     pub batched_copies: bool,
     /// Requests a worker pops ahead of the one it executes, with their data prefetched into
@@ -294,14 +297,14 @@ impl SwarmIo {
         let mut idle = 0u32;
         while !self.threads.stopping() {
             slots.dispatcher.apply(&mut fetchers, |f| f.sqid);
-            let mut did = false;
+            let mut fetched = 0u64;
             let began = std::time::Instant::now();
             for f in &mut fetchers {
                 batch.clear();
                 if f.fetch(&mut batch, self.config.max_fetch) == 0 {
                     continue;
                 }
-                did = true;
+                fetched += 1;
                 timing.clear();
                 timing.extend(batch.iter().map(|sqe| TimingRequest {
                     op: if sqe.opcode() == IoOpcode::Write.code() {
@@ -325,31 +328,35 @@ impl SwarmIo {
                 self.faults.apply_spikes(&mut targets);
                 let (_, worker) = self.route(f.sqid);
                 let ring = &mut rings[worker];
-                let sq_head = f.head();
-                for (sqe, &target_ns) in batch.iter().zip(&targets) {
-                    let mut req = Request {
-                        sqe: *sqe,
-                        target_ns,
-                        sqid: f.sqid,
-                        sq_head,
-                    };
-                    let backoff = Backoff::new();
-                    while let Err(full) = ring.push(req) {
+                let (sqid, sq_head) = (f.sqid, f.head());
+                let mut requests = batch.iter().zip(&targets).map(|(sqe, &target_ns)| Request {
+                    sqe: *sqe,
+                    target_ns,
+                    sqid,
+                    sq_head,
+                });
+                // The whole batch is published to the worker at once (one ring index update).
+                let mut left = batch.len();
+                let backoff = Backoff::new();
+                while left > 0 {
+                    let moved = ring.push_batch(&mut requests, left);
+                    left -= moved;
+                    if moved == 0 {
                         if self.threads.stopping() {
                             return;
                         }
-                        req = full.0;
                         backoff.snooze();
                     }
                 }
             }
-            if did {
-                slots
-                    .dispatcher_stats
-                    .dispatch_ns
-                    .fetch_add(began.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            if fetched > 0 {
+                slots.dispatcher_stats.add(&ControllerStats {
+                    batches: fetched,
+                    dispatch_ns: began.elapsed().as_nanos() as u64,
+                    ..ControllerStats::default()
+                });
             }
-            idle = if did { 0 } else { idle_backoff(idle) };
+            idle = if fetched > 0 { 0 } else { idle_backoff(idle) };
         }
     }
 
@@ -370,59 +377,63 @@ impl SwarmIo {
         let mut path = DataPath::new(&self.dma, copier);
         let mut posters: Vec<CqPoster> = Vec::new();
         let mut due = DueQueue::default();
-        let ahead = self.config.prefetch_ahead.max(1);
-        let mut window: VecDeque<Request> = VecDeque::with_capacity(ahead);
+        let ahead = self.config.prefetch_ahead;
+        let mut staged: Vec<Request> = Vec::with_capacity(STAGE_CAPACITY);
+        // Counted locally and added to the shared counters once per round (see
+        // `StatsCounters::add`).
+        let mut tally = ControllerStats::default();
         let mut seq = 0u64;
         let mut idle = 0u32;
         while !self.threads.stopping() {
             mailbox.apply(&mut posters, |p| p.sqid);
             let began = std::time::Instant::now();
-            let mut arrived = 0usize;
-            let mut popped = 0usize;
-            loop {
-                // Keep a few requests popped ahead, their memory already on its way into the
-                // cache: random small transfers are bound by memory latency, not bandwidth.
-                while window.len() < ahead && popped < RING_CAPACITY {
-                    let Some(req) = ring.pop() else { break };
-                    if popped == 0 {
-                        path.refresh();
-                    }
-                    if self.config.prefetch_ahead > 0 {
-                        self.prefetch(&req.sqe, &path);
-                    }
-                    window.push_back(req);
-                    popped += 1;
-                }
-                let Some(req) = window.pop_front() else { break };
-                let mut status = self.execute(&req.sqe, &mut path, stats);
-                if !self.config.batched_copies
-                    && let Err(failed) = timed(&stats.copy_wait_ns, || path.finish())
-                    && status.is_success()
-                {
-                    status = failed;
-                }
-                due.push(Due {
-                    target_ns: req.target_ns,
-                    seq,
-                    sqid: req.sqid,
-                    cid: req.sqe.cid(),
-                    sq_head: req.sq_head,
-                    status: status.to_field(),
-                });
-                seq += 1;
-                arrived += 1;
-            }
+            // One staged batch per round, then the completions that are due: a worker that
+            // drained a long backlog before posting would hold back completions past their
+            // target times, and the submitters (a closed loop) would have fewer commands to
+            // keep the timing model's instances busy.
+            staged.clear();
+            let arrived = ring.pop_batch(STAGE_CAPACITY, |req| staged.push(req));
             if arrived > 0 {
-                if let Err(status) = timed(&stats.copy_wait_ns, || path.finish()) {
-                    // The batch's copies into GPU memory failed: so did its successful commands.
-                    let first = seq - arrived as u64;
-                    for d in due.0.iter_mut().filter(|d| d.seq >= first) {
-                        if d.status == Status::SUCCESS.to_field() {
-                            d.status = status.to_field();
-                        }
+                path.refresh();
+                // Requests `ahead` positions further have their memory already on its way into
+                // the cache: random small transfers are bound by memory latency, not bandwidth.
+                for req in staged.iter().take(ahead) {
+                    self.prefetch(&req.sqe, &path);
+                }
+                for (i, req) in staged.iter().enumerate() {
+                    if ahead > 0
+                        && let Some(later) = staged.get(i + ahead)
+                    {
+                        self.prefetch(&later.sqe, &path);
+                    }
+                    let mut status = self.execute(&req.sqe, &mut path, &mut tally);
+                    if !self.config.batched_copies
+                        && let Err(failed) = timed(&mut tally.copy_wait_ns, || path.finish())
+                        && status.is_success()
+                    {
+                        status = failed;
+                    }
+                    due.push(Due {
+                        target_ns: req.target_ns,
+                        seq,
+                        sqid: req.sqid,
+                        cid: req.sqe.cid(),
+                        sq_head: req.sq_head,
+                        status: status.to_field(),
+                    });
+                    seq += 1;
+                }
+            }
+            if arrived > 0
+                && let Err(status) = timed(&mut tally.copy_wait_ns, || path.finish())
+            {
+                // The batch's copies into GPU memory failed: so did its successful commands.
+                let first = seq - arrived as u64;
+                for d in due.0.iter_mut().filter(|d| d.seq >= first) {
+                    if d.status == Status::SUCCESS.to_field() {
+                        d.status = status.to_field();
                     }
                 }
-                stats.batches.fetch_add(1, Ordering::Relaxed);
             }
             let now = self.model.now_ns();
             let mut posted = 0;
@@ -436,16 +447,18 @@ impl SwarmIo {
                 };
                 let status = Status::from_field(top.status).unwrap_or(Status::internal_error());
                 if !poster.post(top.cid, status, 0, top.sq_head) {
-                    stats.cq_full.fetch_add(1, Ordering::Relaxed);
+                    tally.cq_full += 1;
                     break; // CQ full: the host has not consumed yet
                 }
                 due.0.pop_front();
                 posted += 1;
             }
             if arrived > 0 || posted > 0 {
-                stats
-                    .busy_ns
-                    .fetch_add(began.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                tally.busy_ns += began.elapsed().as_nanos() as u64;
+            }
+            if tally != ControllerStats::default() {
+                stats.add(&tally);
+                tally = ControllerStats::default();
             }
             if arrived == 0 && posted == 0 {
                 idle = match due.0.front() {
@@ -532,12 +545,12 @@ impl SwarmIo {
         &self,
         sqe: &SubmissionEntry,
         path: &mut DataPath<'_>,
-        stats: &StatsCounters,
+        tally: &mut ControllerStats,
     ) -> Status {
-        stats.commands.fetch_add(1, Ordering::Relaxed);
-        let status = self.execute_inner(sqe, path, stats);
+        tally.commands += 1;
+        let status = self.execute_inner(sqe, path, tally);
         if !status.is_success() {
-            stats.errors.fetch_add(1, Ordering::Relaxed);
+            tally.errors += 1;
         }
         status
     }
@@ -546,7 +559,7 @@ impl SwarmIo {
         &self,
         sqe: &SubmissionEntry,
         path: &mut DataPath<'_>,
-        stats: &StatsCounters,
+        tally: &mut ControllerStats,
     ) -> Status {
         let prepared = match prepare(sqe, self.geometry) {
             Ok(p) => p,
@@ -595,12 +608,12 @@ impl SwarmIo {
                 match result {
                     Ok(()) => {
                         let (count, bytes) = if write {
-                            (&stats.writes, &stats.bytes_written)
+                            (&mut tally.writes, &mut tally.bytes_written)
                         } else {
-                            (&stats.reads, &stats.bytes_read)
+                            (&mut tally.reads, &mut tally.bytes_read)
                         };
-                        count.fetch_add(1, Ordering::Relaxed);
-                        bytes.fetch_add(len, Ordering::Relaxed);
+                        *count += 1;
+                        *bytes += len;
                         Status::SUCCESS
                     }
                     Err(status) => status,
@@ -644,10 +657,10 @@ impl SwarmIo {
 }
 
 /// Runs `f`, adding the nanoseconds it took to `counter`.
-fn timed<T>(counter: &std::sync::atomic::AtomicU64, f: impl FnOnce() -> T) -> T {
+fn timed<T>(counter: &mut u64, f: impl FnOnce() -> T) -> T {
     let began = std::time::Instant::now();
     let out = f();
-    counter.fetch_add(began.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    *counter += began.elapsed().as_nanos() as u64;
     out
 }
 

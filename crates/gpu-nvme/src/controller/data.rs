@@ -270,11 +270,17 @@ impl<'a> DataPath<'a> {
     }
 
     /// Starts loading the host-memory lines of `sqe`'s `len`-byte buffer into the cache (see
-    /// [`crate::memory::prefetch`]); GPU memory and unresolvable PRPs are left alone.
+    /// [`crate::memory::prefetch`]), for writing when the command reads the namespace into
+    /// them; GPU memory and unresolvable PRPs are left alone.
     pub fn prefetch(&self, sqe: &SubmissionEntry, len: u64) {
+        let fill = sqe.opcode() == crate::spec::IoOpcode::Read.code();
         if let Ok(segments) = self.segments(sqe, len) {
             for s in segments.iter().filter(|s| s.kind == RegionKind::Host) {
-                crate::memory::prefetch(s.addr as *const u8, s.len);
+                if fill {
+                    crate::memory::prefetch_for_write(s.addr as *const u8, s.len);
+                } else {
+                    crate::memory::prefetch(s.addr as *const u8, s.len);
+                }
             }
         }
     }

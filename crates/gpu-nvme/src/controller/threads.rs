@@ -117,7 +117,9 @@ impl<T> Mailbox<T> {
 
     /// Applies queued changes to `items` (the owning thread calls this).
     pub fn apply(&self, items: &mut Vec<T>, id: impl Fn(&T) -> u16) {
-        if !self.dirty.swap(false, Ordering::AcqRel) {
+        // A plain load first: polling threads call this every round, and a swap is a locked
+        // instruction that would stall each round until the thread's pending stores drain.
+        if !self.dirty.load(Ordering::Acquire) || !self.dirty.swap(false, Ordering::AcqRel) {
             return;
         }
         let target = self.requested.load(Ordering::Acquire);
