@@ -202,6 +202,7 @@ pub fn run(
                 .finish()?,
         );
     }
+    add_batch_speedup(&mut records);
     if !args.no_raw {
         let raw = raw_records(args, backend)?;
         for (workload, raw_workload) in [
@@ -228,6 +229,28 @@ pub fn run(
             .map_err(|e| BenchError::Io(args.image.display().to_string(), e))?;
     }
     Ok(records)
+}
+
+/// Puts the batched multi-file read's and write's speed relative to their per-file loops
+/// into the batched records' `extra` (`perfile_iops`, `speedup_vs_perfile`).
+fn add_batch_speedup(records: &mut [BenchRecord]) {
+    for (batch, perfile) in [
+        ("multifile-read-batch", "multifile-read-perfile"),
+        ("multifile-write-batch", "multifile-write-perfile"),
+    ] {
+        let Some(per) = records
+            .iter()
+            .find(|r| r.workload == perfile)
+            .map(|r| r.iops)
+        else {
+            continue;
+        };
+        if let Some(rec) = records.iter_mut().find(|r| r.workload == batch) {
+            rec.extra.insert("perfile_iops".into(), per.into());
+            rec.extra
+                .insert("speedup_vs_perfile".into(), (rec.iops / per).into());
+        }
+    }
 }
 
 /// Creates (or resizes) the image file to `mib` MiB of zeroes.

@@ -10,6 +10,7 @@ mod gc;
 mod nat;
 mod ops;
 mod range_locks;
+mod readahead;
 mod segment;
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
@@ -181,6 +182,8 @@ pub(crate) fn format_root(
 struct Shared {
     engine: Mutex<Engine>,
     ranges: range_locks::InodeRanges,
+    /// bytes of all read-ahead windows
+    ra_budget: readahead::Budget,
     dcache: dcache::Dcache,
     stop: Mutex<bool>,
     wake: Condvar,
@@ -207,6 +210,7 @@ impl Fs {
         let shared = Arc::new(Shared {
             engine: Mutex::new(e),
             ranges: range_locks::InodeRanges::default(),
+            ra_budget: readahead::Budget::default(),
             dcache: dcache::Dcache::default(),
             stop: Mutex::new(false),
             wake: Condvar::new(),
@@ -266,12 +270,15 @@ impl Fs {
         let Some(size) = attr.size else {
             return self.lock().setattr(ino, attr);
         };
-        let lock = self.shared.ranges.of(ino)?;
+        let node = self.shared.ranges.of(ino)?;
         let (o, n) = range_locks::clamp(size.min(self.lock().stat(ino)?.size), u64::MAX);
-        let _range = lock
+        let _range = node
+            .range
             .acquire(o, n)
             .map_err(|e| FsError::InvalidArgument(e.to_string()))?;
-        self.lock().setattr(ino, attr)
+        let r = self.lock().setattr(ino, attr);
+        node.bump();
+        r
     }
 
     /// Looks `name` up in `parent` (dentry cache first).
@@ -346,6 +353,11 @@ impl Fs {
         let mut e = self.lock();
         let st = e.make(parent, name, kind, mode, rdev, who, data)?;
         self.shared.dcache.insert(parent, name, st.ino);
+        drop(e);
+        // The number may have belonged to a freed inode: its read-ahead window is stale.
+        if let Some(node) = self.shared.ranges.get(st.ino) {
+            node.bump();
+        }
         Ok(st)
     }
 
@@ -398,29 +410,76 @@ impl Fs {
     }
 
     /// Reads from `offset`; short at end of file. Holds the inode's range lock; the block
-    /// addresses are resolved under the engine lock and the data read without it.
+    /// addresses are resolved under the engine lock and the data read without it. A read that
+    /// continues the previous one on the inode reads a whole read-ahead window, and the reads
+    /// after it are copied from the window (see `fs/readahead.rs`).
     pub fn read(&self, ino: Ino, offset: u64, buf: &mut [u8]) -> Result<usize> {
-        let lock = self.shared.ranges.of(ino)?;
+        let node = self.shared.ranges.of(ino)?;
         let (o, n) = range_locks::clamp(offset, buf.len() as u64);
-        let _range = lock
+        let _range = node
+            .range
             .acquire(o, n)
             .map_err(|e| FsError::InvalidArgument(e.to_string()))?;
+        let fill = {
+            let mut ra = node.ra();
+            if let Some(n) = ra.serve(node.data_gen(), offset, buf) {
+                return Ok(n);
+            }
+            ra.miss(offset, buf.len(), &self.shared.ra_budget)
+        };
+        let Some(mut fill) = fill else {
+            return self.read_planned(ino, &node, offset, buf).map(|r| r.0);
+        };
+        let start = fill.start;
+        let got = self.read_planned(ino, &node, start, &mut fill.data);
+        let mut ra = node.ra();
+        match got {
+            Ok((got, stamp, true)) => {
+                ra.fill(fill, Some((stamp, got)), &self.shared.ra_budget);
+                // Our range lock has kept every overlapping change out since the stamp was
+                // taken, so the window holds our bytes as they are now.
+                if let Some(n) = ra.serve(stamp, offset, buf) {
+                    return Ok(n);
+                }
+            }
+            Ok(_) => ra.fill(fill, None, &self.shared.ra_budget),
+            Err(e) => {
+                ra.fill(fill, None, &self.shared.ra_budget);
+                return Err(e);
+            }
+        }
+        drop(ra);
+        self.read_planned(ino, &node, offset, buf).map(|r| r.0)
+    }
+
+    /// Reads `buf.len()` bytes at `offset` of `ino` through the device: addresses resolved
+    /// under the engine lock, data read without it. Returns the bytes read, the data
+    /// generation at planning time, and whether block data was read (not inline data or
+    /// nothing past the end of the file).
+    fn read_planned(
+        &self,
+        ino: Ino,
+        node: &range_locks::InodeShared,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<(usize, readahead::Stamp, bool)> {
         // Declared before the engine guard so the gate guard may outlive it.
         let gate: Arc<RwLock<()>>;
-        let (plan, io, _gate) = {
+        let (plan, io, stamp, _gate) = {
             let mut e = self.lock();
             gate = Arc::clone(&e.read_gate);
-            if e.is_dir(ino)? {
-                return Err(FsError::IsDir);
+            let plan = e.plan_file_read(ino, offset, buf)?;
+            let stamp = node.data_gen();
+            if let file::ReadPlan::Done(n) = plan {
+                return Ok((n, stamp, false));
             }
-            let plan = e.plan_read(ino, offset, buf)?;
             // Taken while the engine lock is held: segments are freed only by a checkpoint,
             // which holds the engine lock while it waits for the gate, so this never blocks,
             // and no segment holding these addresses is reused until the gate is dropped.
             let g = gate.read().unwrap_or_else(|e| e.into_inner());
-            (plan, Arc::clone(&e.io), g)
+            (plan, Arc::clone(&e.io), stamp, g)
         };
-        plan.run(io.as_ref(), buf)
+        Ok((plan.run(io.as_ref(), buf)?, stamp, true))
     }
 
     /// Reads many files at once (the engine side of the batched API, papers/gofs.md §3.7):
@@ -444,9 +503,10 @@ impl Fs {
         let _ranges = locks
             .iter()
             .zip(reqs.iter())
-            .map(|(lock, (_, off, buf))| {
+            .map(|(node, (_, off, buf))| {
                 let (o, n) = range_locks::clamp(*off, buf.len() as u64);
-                lock.acquire(o, n)
+                node.range
+                    .acquire(o, n)
                     .map_err(|e| FsError::InvalidArgument(e.to_string()))
             })
             .collect::<Result<Vec<_>>>()?;
@@ -457,10 +517,7 @@ impl Fs {
             gate = Arc::clone(&e.read_gate);
             let mut plans = Vec::with_capacity(reqs.len());
             for (ino, off, buf) in reqs.iter_mut() {
-                if e.is_dir(*ino)? {
-                    return Err(FsError::IsDir);
-                }
-                plans.push(e.plan_read(*ino, *off, buf)?);
+                plans.push(e.plan_file_read(*ino, *off, buf)?);
             }
             let g = gate.read().unwrap_or_else(|e| e.into_inner());
             (plans, Arc::clone(&e.io), g)
@@ -471,12 +528,16 @@ impl Fs {
 
     /// Writes `data` at `offset`, holding the inode's range lock.
     pub fn write(&self, ino: Ino, offset: u64, data: &[u8]) -> Result<usize> {
-        let lock = self.shared.ranges.of(ino)?;
+        let node = self.shared.ranges.of(ino)?;
         let (o, n) = range_locks::clamp(offset, data.len() as u64);
-        let _range = lock
+        let _range = node
+            .range
             .acquire(o, n)
             .map_err(|e| FsError::InvalidArgument(e.to_string()))?;
-        self.lock().write(ino, offset, data)
+        let r = self.lock().write(ino, offset, data);
+        // Also after a failed write: part of it may have landed.
+        node.bump();
+        r
     }
 
     /// Makes this file durable (a checkpoint).
@@ -495,8 +556,18 @@ impl Fs {
     }
 
     /// Drops one open reference of `ino`; an unlinked inode goes away with its last one.
+    /// Drops one open reference of `ino`; an unlinked inode goes away with its last one, and
+    /// the inode's read-ahead window with its last one in any case.
     pub fn release_inode(&self, ino: Ino) -> Result<()> {
-        self.lock().release(ino)
+        let mut e = self.lock();
+        e.release(ino)?;
+        if !e.open.contains_key(&ino) {
+            drop(e);
+            if let Some(node) = self.shared.ranges.get(ino) {
+                node.ra().drop_window(&self.shared.ra_budget);
+            }
+        }
+        Ok(())
     }
 }
 

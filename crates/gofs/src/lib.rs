@@ -8,6 +8,7 @@ pub mod error;
 pub mod f2fs_tools;
 pub mod format;
 pub mod fs;
+pub mod fsck;
 pub mod fuse;
 pub mod mkfs;
 pub mod posix;

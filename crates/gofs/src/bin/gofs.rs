@@ -110,15 +110,15 @@ enum Cmd {
         /// Absolute path inside the image.
         path: String,
     },
-    /// Checks an image read-only with the engine's online check (`Fs::walk`): mounts it
-    /// (superblock, checkpoint, NAT/SIT), then reads every reachable directory, file and
-    /// symlink. Exits non-zero when the mount or any entry fails.
+    /// Checks an image read-only, as fsck.f2fs does (`gofs::fsck`): superblock and
+    /// checkpoint, NAT, node footers, block ownership, SIT, SSA, directories, link counts.
+    /// Exits non-zero when it finds an error.
     Fsck {
         /// The image.
         image: PathBuf,
-        /// Visit at most this many entries.
-        #[arg(long, default_value_t = u64::MAX)]
-        limit: u64,
+        /// Problems listed at most (all are counted).
+        #[arg(long, default_value_t = 1000)]
+        max_problems: usize,
         /// Emit JSON.
         #[arg(long)]
         json: bool,
@@ -197,47 +197,45 @@ fn main() -> Result<()> {
             }
             Ok(())
         }),
-        Cmd::Fsck { image, limit, json } => fsck(&image, backend, limit, json),
+        Cmd::Fsck {
+            image,
+            max_problems,
+            json,
+        } => fsck(&image, backend, max_problems, json),
         Cmd::Bench(args) => run_bench(&args),
     }
 }
 
-fn fsck(image: &Path, backend: FileBackend, limit: u64, json: bool) -> Result<()> {
-    let fs = mount_fs(
-        image,
-        backend,
-        MountOptions {
-            read_only: true,
-            checkpoint_interval: None,
-        },
-    )?;
-    let st = fs.walk(limit);
-    fs.unmount().context("unmounting")?;
+fn fsck(image: &Path, backend: FileBackend, max_problems: usize, json: bool) -> Result<()> {
+    let dev = open_image(image, backend).with_context(|| format!("opening {}", image.display()))?;
+    let io = gofs::format::NvmeBlocks::new(dev).context("opening the namespace")?;
+    let rep = gofs::fsck::check(&io, &gofs::fsck::FsckOptions { max_problems })
+        .with_context(|| format!("checking {}", image.display()))?;
     if json {
-        let v = serde_json::json!({
-            "image": image.display().to_string(),
-            "dirs": st.dirs,
-            "files": st.files,
-            "bytes": st.bytes,
-            "errors": st.errors,
-        });
+        let mut v = rep.to_json();
+        v["image"] = image.display().to_string().into();
         println!("{v}");
     } else {
+        for p in &rep.problems {
+            println!("{p}");
+        }
         println!(
-            "{}: {} directories, {} files/symlinks, {} bytes read, {} errors",
+            "{}: checkpoint pack {} version {}; {} directories, {} files, {} nodes, \
+             {} data blocks; {} errors, {} warnings",
             image.display(),
-            st.dirs,
-            st.files,
-            st.bytes,
-            st.errors
+            rep.checkpoint_pack
+                .map_or_else(|| "-".to_owned(), |p| p.to_string()),
+            rep.checkpoint_version,
+            rep.dirs,
+            rep.files,
+            rep.nodes,
+            rep.data_blocks,
+            rep.errors,
+            rep.warnings
         );
     }
-    if st.errors > 0 {
-        bail!(
-            "{} entries of {} could not be read",
-            st.errors,
-            image.display()
-        );
+    if !rep.is_clean() {
+        bail!("{} errors in {}", rep.errors, image.display());
     }
     Ok(())
 }

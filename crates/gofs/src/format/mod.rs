@@ -215,13 +215,88 @@ impl NvmeBlocks {
     }
 }
 
+/// How long a read may wait for its completion before it is reported as lost.
+const READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Polls spent spinning before a wait starts yielding the CPU (tens of microseconds: a
+/// tmpfs-backed command completes in one or two).
+const SPIN_POLLS: u32 = 1 << 10;
+
+/// Waits for the completion of `t` on `h`: spinning first, then yielding, `None` after
+/// [`READ_TIMEOUT`].
+fn wait_cqe(
+    h: &gpu_nvme::device::HostQueueHandle<'_>,
+    t: gpu_nvme::queue::Ticket,
+) -> Option<gpu_nvme::spec::CompletionEntry> {
+    for _ in 0..SPIN_POLLS {
+        if let Some(c) = h.poll(t) {
+            return Some(c);
+        }
+        std::hint::spin_loop();
+    }
+    let deadline = std::time::Instant::now() + READ_TIMEOUT;
+    loop {
+        if let Some(c) = h.poll(t) {
+            return Some(c);
+        }
+        if std::time::Instant::now() > deadline {
+            return None;
+        }
+        std::thread::yield_now();
+    }
+}
+
+impl NvmeBlocks {
+    /// The host queue the next command goes to (round robin).
+    fn queue(&self) -> Result<gpu_nvme::device::HostQueueHandle<'_>> {
+        let q = self
+            .next_queue
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            % self.dev.host_queues().max(1);
+        self.dev
+            .host_queue(q)
+            .ok_or_else(|| FsError::InvalidArgument("the device has no host queue".into()))
+    }
+
+    /// Copies a finished read's data out of its bounce slot and frees the slot; `None` (a
+    /// lost command) keeps the slot reserved, as the command may still complete into it.
+    fn finish_read(
+        h: &gpu_nvme::device::HostQueueHandle<'_>,
+        t: gpu_nvme::queue::Ticket,
+        cqe: Option<gpu_nvme::spec::CompletionEntry>,
+        blk: u64,
+        buf: &mut [u8],
+    ) -> Result<()> {
+        match cqe {
+            Some(c) if c.status().is_success() => {
+                buf.copy_from_slice(h.slot_data(t, buf.len()));
+                h.release(t);
+                Ok(())
+            }
+            Some(c) => {
+                h.release(t);
+                let status = c.status();
+                Err(gpu_nvme::device::DeviceError::Status { op: "read", status }.into())
+            }
+            None => Err(FsError::Corrupt(format!("read of block {blk} timed out"))),
+        }
+    }
+}
+
 impl BlockIo for NvmeBlocks {
     fn block_count(&self) -> u64 {
         self.blocks
     }
     fn read(&self, blk: u64, buf: &mut [u8]) -> Result<()> {
         self.check(blk, buf.len())?;
-        Ok(self.dev.read_blocks(blk * self.lbas_per_block, buf)?)
+        let h = self.queue()?;
+        let lbas = (buf.len() / BLOCK_SIZE) as u64 * self.lbas_per_block;
+        // One command straight on a host queue (no per-call allocation); a read larger than
+        // a bounce slot goes through the driver, which splits it.
+        match h.submit(false, blk * self.lbas_per_block, lbas as u32, false, |_| {}) {
+            Ok(t) => Self::finish_read(&h, t, wait_cqe(&h, t), blk, buf),
+            Err(_) => Ok(self.dev.read_blocks(blk * self.lbas_per_block, buf)?),
+        }
     }
     fn write(&self, blk: u64, buf: &[u8]) -> Result<()> {
         self.check(blk, buf.len())?;
@@ -237,18 +312,9 @@ impl BlockIo for NvmeBlocks {
         Ok(self.dev.deallocate(&[(blk * self.lbas_per_block, lbas)])?)
     }
     fn read_many(&self, reqs: &mut [(u64, &mut [u8])]) -> Result<()> {
-        use gpu_nvme::device::DeviceError;
-        let q = self
-            .next_queue
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-            % self.dev.host_queues().max(1);
-        let Some(h) = self.dev.host_queue(q) else {
-            return Err(FsError::InvalidArgument(
-                "the device has no host queue".into(),
-            ));
-        };
+        let h = self.queue()?;
         let window = (h.depth() as usize / 2).max(1);
-        let mut inflight = std::collections::VecDeque::new();
+        let mut inflight = std::collections::VecDeque::with_capacity(window);
         let mut result = Ok(());
         let mut i = 0;
         while i < reqs.len() || !inflight.is_empty() {
@@ -271,34 +337,10 @@ impl BlockIo for NvmeBlocks {
             let Some((t, k)) = inflight.pop_front() else {
                 break;
             };
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-            let cqe = loop {
-                if let Some(c) = h.poll(t) {
-                    break Some(c);
-                }
-                if std::time::Instant::now() > deadline {
-                    break None;
-                }
-                std::thread::yield_now();
-            };
-            match cqe {
-                Some(c) if c.status().is_success() => {
-                    let len = reqs[k].1.len();
-                    reqs[k].1.copy_from_slice(h.slot_data(t, len));
-                    h.release(t);
-                }
-                Some(c) => {
-                    h.release(t);
-                    let status = c.status();
-                    result = Err(DeviceError::Status { op: "read", status }.into());
-                }
-                None => {
-                    // The slot stays reserved: the command may still complete into it.
-                    result = Err(FsError::Corrupt(format!(
-                        "read of block {} timed out",
-                        reqs[k].0
-                    )));
-                }
+            let (blk, buf) = &mut reqs[k];
+            let r = Self::finish_read(&h, t, wait_cqe(&h, t), *blk, buf);
+            if result.is_ok() {
+                result = r;
             }
         }
         result

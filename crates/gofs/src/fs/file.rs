@@ -19,6 +19,25 @@ use crate::format::{BLOCK_SIZE, BlockIo, NEW_ADDR, NULL_ADDR, corrupt};
 pub const MAX_FILE_BLOCKS: u64 =
     923 + 2 * ADDRS_PER_BLOCK as u64 + 2 * 1018 * 1018 + 1018 * 1018 * 1018;
 
+/// The block addresses of a read: one without a heap allocation (the common 4 KiB read).
+#[derive(Debug)]
+pub enum Addrs {
+    /// a single block
+    One([u32; 1]),
+    /// several blocks
+    Many(Vec<u32>),
+}
+
+impl std::ops::Deref for Addrs {
+    type Target = [u32];
+    fn deref(&self) -> &[u32] {
+        match self {
+            Self::One(a) => a,
+            Self::Many(v) => v,
+        }
+    }
+}
+
 /// A read whose block addresses are resolved (see [`Engine::plan_read`]).
 #[derive(Debug)]
 pub enum ReadPlan {
@@ -27,7 +46,7 @@ pub enum ReadPlan {
     /// read these blocks, then copy `len` bytes from byte `skip` of the first
     Blocks {
         /// one address per block (NULL_ADDR/NEW_ADDR: zeros)
-        addrs: Vec<u32>,
+        addrs: Addrs,
         /// offset inside the first block
         skip: usize,
         /// bytes to copy out
@@ -46,7 +65,7 @@ impl ReadPlan {
                     .ok_or_else(|| corrupt("read plan longer than buffer"))?;
                 // Whole blocks go straight into the caller's buffer; only a partial first or
                 // last block goes through a one-block bounce buffer.
-                let mut addrs = addrs.as_slice();
+                let mut addrs: &[u32] = &addrs;
                 let mut out = out;
                 let mut block = Vec::new();
                 if skip != 0 || out.len() < BLOCK_SIZE {
@@ -504,8 +523,21 @@ impl Engine {
     /// Plans a read of file bytes at `off`: inline data is copied into `buf` at once, block
     /// data comes back as addresses for [`ReadPlan::run`], which needs no engine lock.
     pub fn plan_read(&mut self, ino: u32, off: u64, buf: &mut [u8]) -> Result<ReadPlan> {
+        self.plan(ino, off, buf, false)
+    }
+
+    /// [`Engine::plan_read`] for the file read call: a directory is refused with `IsDir`
+    /// (checked on the inode the plan looks up anyway).
+    pub fn plan_file_read(&mut self, ino: u32, off: u64, buf: &mut [u8]) -> Result<ReadPlan> {
+        self.plan(ino, off, buf, true)
+    }
+
+    fn plan(&mut self, ino: u32, off: u64, buf: &mut [u8], refuse_dir: bool) -> Result<ReadPlan> {
         let flexible = self.flexible();
         let inode = self.inode(ino)?;
+        if refuse_dir && inode.mode() & S_IFMT == S_IFDIR {
+            return Err(FsError::IsDir);
+        }
         let size = inode.size();
         if off >= size || buf.is_empty() {
             return Ok(ReadPlan::Done(0));
@@ -521,7 +553,11 @@ impl Engine {
         }
         let first = off / BLOCK_SIZE as u64;
         let last = (off + len as u64).div_ceil(BLOCK_SIZE as u64);
-        let addrs = self.resolve(ino, first, last - first)?;
+        let addrs = if last - first == 1 {
+            Addrs::One([self.resolve_one(ino, first)?])
+        } else {
+            Addrs::Many(self.resolve(ino, first, last - first)?)
+        };
         Ok(ReadPlan::Blocks {
             addrs,
             skip: (off % BLOCK_SIZE as u64) as usize,
