@@ -6,7 +6,8 @@
 //! reads on stdin, answering with one JSON line ([`PhaseResult`]). Every phase starts in all
 //! workers at once (the driver writes the phase to every worker before reading any result);
 //! a phase's throughput is the sum of operations over the span from the earliest start to the
-//! latest end.
+//! latest end. Each phase also reports the requests its operations sent (`rpcs_per_op`: a
+//! small-file create needs two, CREATE and WRITE; the other metadata ops one).
 //!
 //! Phases:
 //! - `echo-sync` / `echo-pipelined`: ECHO requests (64 B) round-robin over the servers, one in
@@ -90,6 +91,9 @@ pub struct PhaseResult {
     pub ops: u64,
     /// Bytes moved.
     pub bytes: u64,
+    /// Requests (RPCs) sent.
+    #[serde(default)]
+    pub rpcs: u64,
     /// Start, ns since the epoch.
     pub start_ns: u128,
     /// End, ns since the epoch.
@@ -279,13 +283,16 @@ impl Worker {
         output.flush()?;
         for line in input.lines() {
             let line = line?;
+            let sent = self.client.rpcs_sent();
             let start_ns = epoch_ns();
             let r = self.run(line.trim());
             let end_ns = epoch_ns();
+            let rpcs = self.client.rpcs_sent() - sent;
             let res = match r {
                 Ok((ops, bytes)) => PhaseResult {
                     ops,
                     bytes,
+                    rpcs,
                     start_ns,
                     end_ns,
                     error: None,
@@ -293,6 +300,7 @@ impl Worker {
                 Err(e) => PhaseResult {
                     ops: 0,
                     bytes: 0,
+                    rpcs,
                     start_ns,
                     end_ns,
                     error: Some(e.to_string()),
@@ -342,6 +350,8 @@ pub struct Phase {
     pub ops: u64,
     /// Bytes.
     pub bytes: u64,
+    /// Requests sent.
+    pub rpcs: u64,
     /// Earliest start to latest end.
     pub duration: Duration,
 }
@@ -451,8 +461,7 @@ pub fn drive(
             writeln!(p.stdin, "{name}")?;
             p.stdin.flush()?;
         }
-        let mut ops = 0;
-        let mut bytes = 0;
+        let (mut ops, mut bytes, mut rpcs) = (0, 0, 0);
         let (mut start, mut end) = (u128::MAX, 0u128);
         for (rank, p) in procs.iter_mut().enumerate() {
             let l = p.line(rank)?;
@@ -468,6 +477,7 @@ pub fn drive(
             }
             ops += r.ops;
             bytes += r.bytes;
+            rpcs += r.rpcs;
             start = start.min(r.start_ns);
             end = end.max(r.end_ns);
         }
@@ -478,6 +488,7 @@ pub fn drive(
             Phase {
                 ops,
                 bytes,
+                rpcs,
                 duration: span,
             },
         ));
@@ -516,6 +527,8 @@ pub fn drive(
                 },
             );
         }
+        let rpcs_per_op = r.rpcs as f64 / r.ops.max(1) as f64;
+        b = b.extra("rpcs_per_op", rpcs_per_op);
         if let Some(c) = piped {
             b = b.extra("fraction_of_echo_pipelined", r.rate() / c);
         }

@@ -314,6 +314,9 @@ pub struct Removed {
     /// The inode was on this slice and was freed with its local data; otherwise the client
     /// frees it at its home (RMINODE) unless it keeps it (rename).
     pub inode_freed: bool,
+    /// Its hint when the inode was on this slice (default otherwise): with `size`, where the
+    /// file's data lies, so that an unlink needs no LOOKUP first.
+    pub hint: Hint,
 }
 
 /// Capacity and usage of one slice.
@@ -864,6 +867,7 @@ impl<'a> Reply<'a> {
                     put_u32(out, r.mode);
                     put_u64(out, r.size);
                     out.push(u8::from(r.inode_freed));
+                    out.push(r.hint.to_byte());
                 }
             }
             Reply::Count(n) => put_u64(out, *n),
@@ -917,6 +921,7 @@ impl<'a> Reply<'a> {
                         mode: r.u32("mode")?,
                         size: r.u64("size")?,
                         inode_freed: r.bool("inode_freed")?,
+                        hint: Hint::from_byte(r.u8("hint")?)?,
                     }))
                 } else {
                     Reply::Removed(None)
@@ -1363,7 +1368,7 @@ mod tests {
 
         #[test]
         fn other_replies_round_trip(
-            a in opt(attr()), ino in any::<u64>(), mode in any::<u32>(),
+            a in opt(attr()), ino in any::<u64>(), mode in any::<u32>(), h in hint(),
             names in proptest::collection::vec(name(), 0..20), more in any::<bool>(),
             freed in opt(any::<bool>()), n in any::<u64>(), st in any::<[u64; 4]>(),
         ) {
@@ -1373,7 +1378,7 @@ mod tests {
                     more,
                     entries: names.iter().map(|nm| DirEntry { ino, mode, name: nm }).collect(),
                 }),
-                (op::UNLINK, Reply::Removed(freed.map(|f| Removed { ino, mode, size: n, inode_freed: f }))),
+                (op::UNLINK, Reply::Removed(freed.map(|f| Removed { ino, mode, size: n, inode_freed: f, hint: h }))),
                 (op::DIRSEAL, Reply::Count(n)),
                 (op::WRITE, Reply::Written(mode)),
                 (op::READ, Reply::Data(names.first().map_or(&[][..], |v| v))),

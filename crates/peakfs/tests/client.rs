@@ -151,6 +151,40 @@ fn writes_are_visible_to_other_clients_after_close_or_fsync() {
 }
 
 #[test]
+fn a_small_file_takes_two_rpcs_to_write_and_one_to_remove_and_is_visible_after_close() {
+    let cl = Cluster::start(2);
+    let mut w = cl.client();
+    let mut r = cl.client();
+    w.mkdir("/d", 0o755, None).unwrap();
+    // Warm the dentry cache and the parent's hint.
+    let fd = w.create("/d/warm", 0o644).unwrap();
+    w.close(fd).unwrap();
+    let sent = w.rpcs_sent();
+    let fd = w
+        .open(
+            "/d/small",
+            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY,
+            0o644,
+        )
+        .unwrap();
+    w.write(fd, &pattern(3, 3901)).unwrap();
+    w.close(fd).unwrap();
+    assert_eq!(
+        w.rpcs_sent() - sent,
+        2,
+        "CREATE + WRITE: the WRITE at the home slice raised the size, no SETATTR"
+    );
+    assert_eq!(r.stat("/d/small").unwrap().size, 3901);
+    let rfd = r.open("/d/small", libc::O_RDONLY, 0).unwrap();
+    assert_eq!(r.pread(rfd, 3901, 0).unwrap(), pattern(3, 3901));
+    r.close(rfd).unwrap();
+    let sent = w.rpcs_sent();
+    w.unlink("/d/small").unwrap();
+    assert_eq!(w.rpcs_sent() - sent, 1, "one UNLINK, no LOOKUP");
+    assert_eq!(errno(r.stat("/d/small")), libc::ENOENT);
+}
+
+#[test]
 fn a_dead_server_gives_an_error_after_the_timeout_not_a_hang() {
     let mut cl = Cluster::start(2);
     let mut c = cl.client();

@@ -82,6 +82,49 @@ fn a_small_file_keeps_its_first_block_in_the_inode() {
 }
 
 #[test]
+fn small_writes_are_staged_read_back_and_made_durable_by_fsync() {
+    let (ssd, dev) = swarm(32 << 20, 4096);
+    let cfg = small_config(4096);
+    let mut s = PStore::format(dev.clone(), &cfg).unwrap();
+    let mut files = Vec::new();
+    for i in 0..20u8 {
+        let f = s
+            .create(1, &[b'f', b'a' + i], REG, 0, 0, Hint::default())
+            .unwrap();
+        s.write(f.ino, 0, &[i; 3901]).unwrap();
+        // A partial overwrite reads the staged page, not the device's.
+        s.write(f.ino, 100, &[i ^ 0xFF; 10]).unwrap();
+        files.push(f.ino);
+    }
+    assert!(s.stats().staged_pages > 0, "small writes wait in memory");
+    let expect = |i: u8| {
+        let mut v = vec![i; 3901];
+        v[100..110].fill(i ^ 0xFF);
+        v
+    };
+    for (i, &ino) in files.iter().enumerate() {
+        let mut buf = vec![0u8; 3901];
+        s.read(ino, 0, &mut buf).unwrap();
+        assert_eq!(buf, expect(i as u8), "file {i} before fsync");
+    }
+    s.fsync().unwrap();
+    assert_eq!(
+        s.stats().staged_pages,
+        0,
+        "fsync writes the staged pages out"
+    );
+    ssd.power_cut().unwrap();
+    drop(s);
+    let mut s = PStore::open(dev, &cfg).unwrap();
+    for (i, &ino) in files.iter().enumerate() {
+        let mut buf = vec![0u8; 3901];
+        assert_eq!(s.read(ino, 0, &mut buf).unwrap(), 3901);
+        assert_eq!(buf, expect(i as u8), "file {i} after the power cut");
+    }
+    check_pages(&mut s);
+}
+
+#[test]
 fn blocks_of_a_file_whose_inode_is_elsewhere_live_in_the_hashtable() {
     let (_c, dev) = swarm(32 << 20, 4096);
     let mut s = PStore::format(dev, &small_config(4096)).unwrap();

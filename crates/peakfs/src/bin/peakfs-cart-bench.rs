@@ -4,6 +4,8 @@
 //! Names follow §IV-F: a fixed 12-byte prefix and two sequentially growing serial numbers,
 //! separated by dots (`mdtest_files.<i / per>.<i % per>`). Memory is measured by a counting
 //! global allocator (live heap bytes before and after building each structure), not estimated.
+//! Random-order gets alternate between the two structures in turns, so that a shared machine's
+//! interference lands on both alike.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::HashMap;
@@ -100,99 +102,147 @@ fn timed(f: impl FnOnce() -> anyhow::Result<()>) -> anyhow::Result<Duration> {
     Ok(t.elapsed())
 }
 
-fn run_cart(keys: &[(u64, String)], order: &[u32]) -> anyhow::Result<Run> {
+/// Random-order lookups per turn of [`get_rand_interleaved`].
+const TURN: usize = 100_000;
+
+/// One structure under test: the operations both benchmarks time.
+trait Index {
+    fn put(&mut self, pino: u64, name: &str, value: u64) -> anyhow::Result<()>;
+    fn get(&self, key: &(u64, String)) -> Option<u64>;
+    fn remove(&mut self, key: &(u64, String)) -> Option<u64>;
+}
+
+impl Index for Cart {
+    fn put(&mut self, pino: u64, name: &str, value: u64) -> anyhow::Result<()> {
+        self.insert(pino, name.as_bytes(), value)?;
+        Ok(())
+    }
+
+    fn get(&self, (p, n): &(u64, String)) -> Option<u64> {
+        Cart::get(self, *p, n.as_bytes())
+    }
+
+    fn remove(&mut self, (p, n): &(u64, String)) -> Option<u64> {
+        Cart::remove(self, *p, n.as_bytes())
+    }
+}
+
+impl Index for HashMap<(u64, String), u64> {
+    fn put(&mut self, pino: u64, name: &str, value: u64) -> anyhow::Result<()> {
+        self.insert((pino, name.to_owned()), value);
+        Ok(())
+    }
+
+    fn get(&self, key: &(u64, String)) -> Option<u64> {
+        HashMap::get(self, key).copied()
+    }
+
+    fn remove(&mut self, key: &(u64, String)) -> Option<u64> {
+        HashMap::remove(self, key)
+    }
+}
+
+/// Builds the index from `keys` (value = position); returns it with its heap bytes and time.
+fn build<I: Index>(mut index: I, keys: &[(u64, String)]) -> anyhow::Result<(I, usize, Duration)> {
     let before = live();
-    let mut c = Cart::new();
     let put = timed(|| {
         for (i, (p, n)) in keys.iter().enumerate() {
-            c.insert(*p, n.as_bytes(), i as u64)?;
+            index.put(*p, n, i as u64)?;
         }
         Ok(())
     })?;
-    let memory = (live() - before) as usize;
-    if memory != c.memory_bytes() {
+    Ok((index, (live() - before) as usize, put))
+}
+
+fn get_seq(index: &impl Index, keys: &[(u64, String)], what: &str) -> anyhow::Result<Duration> {
+    timed(|| {
+        for (i, k) in keys.iter().enumerate() {
+            if index.get(k) != Some(i as u64) {
+                bail!("{what} lost {}", k.1);
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Random-order gets on both structures, in alternating turns of [`TURN`] lookups (each
+/// structure first every other turn): on a shared machine both see the same interference, so
+/// their ratio holds within one run. Every lookup is checked.
+fn get_rand_interleaved(
+    c: &Cart,
+    m: &HashMap<(u64, String), u64>,
+    keys: &[(u64, String)],
+    order: &[u32],
+) -> anyhow::Result<(Duration, Duration)> {
+    fn turn(index: &impl Index, keys: &[(u64, String)], part: &[u32]) -> (Duration, usize) {
+        let t = Instant::now();
+        let mut found = 0;
+        for &i in part {
+            found += usize::from(black_box(index.get(&keys[i as usize])).is_some());
+        }
+        (t.elapsed(), found)
+    }
+    let (mut tc, mut tm) = (Duration::ZERO, Duration::ZERO);
+    for (j, part) in order.chunks(TURN).enumerate() {
+        let ((dc, fc), (dm, fm)) = if j % 2 == 0 {
+            let x = turn(c, keys, part);
+            (x, turn(m, keys, part))
+        } else {
+            let y = turn(m, keys, part);
+            (turn(c, keys, part), y)
+        };
+        if fc != part.len() || fm != part.len() {
+            bail!(
+                "random gets found cART {fc} / HashMap {fm} of {}",
+                part.len()
+            );
+        }
+        tc += dc;
+        tm += dm;
+    }
+    Ok((tc, tm))
+}
+
+fn remove_all(index: &mut impl Index, keys: &[(u64, String)]) -> Duration {
+    let t = Instant::now();
+    for k in keys {
+        black_box(index.remove(k));
+    }
+    t.elapsed()
+}
+
+fn run_both(keys: &[(u64, String)], order: &[u32]) -> anyhow::Result<[Run; 2]> {
+    let (mut c, c_mem, c_put) = build(Cart::new(), keys).context("cART")?;
+    if c_mem != c.memory_bytes() {
         tracing::warn!(
-            measured = memory,
+            measured = c_mem,
             reported = c.memory_bytes(),
             "cART memory_bytes differs from the allocator"
         );
     }
-    let get_seq = timed(|| {
-        for (i, (p, n)) in keys.iter().enumerate() {
-            if c.get(*p, n.as_bytes()) != Some(i as u64) {
-                bail!("cART lost {n}");
-            }
-        }
-        Ok(())
-    })?;
-    let get_rand = timed(|| {
-        for &i in order {
-            let (p, n) = &keys[i as usize];
-            black_box(c.get(*p, n.as_bytes()));
-        }
-        Ok(())
-    })?;
-    let remove = timed(|| {
-        for (p, n) in keys {
-            black_box(c.remove(*p, n.as_bytes()));
-        }
-        Ok(())
-    })?;
+    let (mut m, m_mem, m_put) = build(HashMap::new(), keys).context("HashMap")?;
+    let c_seq = get_seq(&c, keys, "cART")?;
+    let m_seq = get_seq(&m, keys, "HashMap")?;
+    let (c_rand, m_rand) = get_rand_interleaved(&c, &m, keys, order)?;
+    let c_remove = remove_all(&mut c, keys);
     if !c.is_empty() {
         bail!("cART kept {} dentries after removing all", c.len());
     }
-    Ok(Run {
-        structure: "cart",
+    let m_remove = remove_all(&mut m, keys);
+    let run = |structure, memory, put, seq, rand, remove| Run {
+        structure,
         memory,
         timings: vec![
             ("put", put),
-            ("get-seq", get_seq),
-            ("get-rand", get_rand),
+            ("get-seq", seq),
+            ("get-rand", rand),
             ("remove", remove),
         ],
-    })
-}
-
-fn run_hashmap(keys: &[(u64, String)], order: &[u32]) -> anyhow::Result<Run> {
-    let before = live();
-    let mut m: HashMap<(u64, String), u64> = HashMap::new();
-    let put = timed(|| {
-        for (i, k) in keys.iter().enumerate() {
-            m.insert(k.clone(), i as u64);
-        }
-        Ok(())
-    })?;
-    let memory = (live() - before) as usize;
-    let get_seq = timed(|| {
-        for (i, k) in keys.iter().enumerate() {
-            if m.get(k) != Some(&(i as u64)) {
-                bail!("HashMap lost {}", k.1);
-            }
-        }
-        Ok(())
-    })?;
-    let get_rand = timed(|| {
-        for &i in order {
-            black_box(m.get(&keys[i as usize]));
-        }
-        Ok(())
-    })?;
-    let remove = timed(|| {
-        for k in keys {
-            black_box(m.remove(k));
-        }
-        Ok(())
-    })?;
-    Ok(Run {
-        structure: "hashmap",
-        memory,
-        timings: vec![
-            ("put", put),
-            ("get-seq", get_seq),
-            ("get-rand", get_rand),
-            ("remove", remove),
-        ],
-    })
+    };
+    Ok([
+        run("cart", c_mem, c_put, c_seq, c_rand, c_remove),
+        run("hashmap", m_mem, m_put, m_seq, m_rand, m_remove),
+    ])
 }
 
 fn main() -> anyhow::Result<()> {
@@ -215,10 +265,7 @@ fn main() -> anyhow::Result<()> {
         })
         .collect();
     let order = shuffled(keys.len());
-    let runs = [
-        run_cart(&keys, &order).context("cART")?,
-        run_hashmap(&keys, &order).context("HashMap")?,
-    ];
+    let runs = run_both(&keys, &order)?;
     let mut records = Vec::new();
     for run in &runs {
         for &(op, d) in &run.timings {

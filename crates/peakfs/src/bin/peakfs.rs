@@ -203,16 +203,18 @@ fn main() -> Result<()> {
             } else {
                 print!("{}", common::bench::render_table(&records));
                 println!(
-                    "{:<34} {:>12} {:>12}",
-                    "workload", "/echo-sync", "/echo-pipe"
+                    "{:<34} {:>12} {:>12} {:>12} {:>8}",
+                    "workload", "ops/s", "/echo-sync", "/echo-pipe", "rpcs/op"
                 );
                 for r in &records {
                     let f = |k: &str| r.extra.get(k).and_then(|v| v.as_f64()).unwrap_or(f64::NAN);
                     println!(
-                        "{:<34} {:>12.3} {:>12.3}",
+                        "{:<34} {:>12.0} {:>12.3} {:>12.3} {:>8.2}",
                         r.workload,
+                        r.iops,
                         f("fraction_of_echo_sync"),
-                        f("fraction_of_echo_pipelined")
+                        f("fraction_of_echo_pipelined"),
+                        f("rpcs_per_op")
                     );
                 }
             }

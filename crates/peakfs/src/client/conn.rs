@@ -63,6 +63,8 @@ pub struct Conns {
     window: usize,
     timeout: Duration,
     writes: HashMap<u64, WriteState>,
+    /// Requests sent since connecting (RPCs per operation in the benchmark).
+    sent: u64,
 }
 
 impl Conns {
@@ -88,6 +90,7 @@ impl Conns {
             window: window.max(1),
             timeout,
             writes: HashMap::new(),
+            sent: 0,
         };
         for s in 0..conns.servers.len() {
             conns.rpc(s as u32)?;
@@ -98,6 +101,11 @@ impl Conns {
     /// The cluster layout.
     pub fn layout(&self) -> &Layout {
         &self.layout
+    }
+
+    /// Requests sent since connecting.
+    pub fn sent(&self) -> u64 {
+        self.sent
     }
 
     /// Servers connected to.
@@ -221,6 +229,7 @@ impl Conns {
             Err(e) => return Err(self.fail_server(server, e)),
         };
         self.servers[server as usize].pending.insert(id, tag);
+        self.sent += 1;
         Ok(Ticket { server, id })
     }
 
@@ -253,6 +262,9 @@ impl Conns {
     /// Sends every request, then waits for every reply (one round trip for independent
     /// requests; requests to the same slice are processed in order).
     pub fn call_many(&mut self, reqs: &[(u64, Request<'_>)]) -> Vec<Result<Vec<u8>, ClientError>> {
+        if reqs.is_empty() {
+            return Vec::new();
+        }
         let tickets: Vec<_> = reqs.iter().map(|(l, r)| self.submit(*l, r)).collect();
         for s in 0..self.servers() {
             let _ = self.flush(s);
@@ -360,6 +372,7 @@ impl Conns {
                     self.servers[server as usize]
                         .pending
                         .insert(id, Tag::Discard);
+                    self.sent += 1;
                 }
                 Err(e) => return Err(self.fail_server(server, e)),
             }

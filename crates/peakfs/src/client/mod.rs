@@ -7,8 +7,9 @@
 //! - a write returns once its requests are sent; the file's `unfinished_cnt` counts writes
 //!   whose replies have not arrived, bounded by [`ClientOptions::max_unfinished`];
 //! - `fsync` and `close` wait until `unfinished_cnt` is zero and then *commit*: one SETATTR
-//!   raises the size to the end of the writes at the inode's home; `fsync` also makes every
-//!   slice written since the last commit durable (FSYNC). Data is visible to other clients
+//!   raises the size to the end of the writes at the inode's home, unless every write went to
+//!   the home slice (a WRITE there raises the size itself: a small file costs CREATE + WRITE);
+//!   `fsync` also makes every slice written since the last commit durable (FSYNC). Data is visible to other clients
 //!   after `fsync` or `close` (commit consistency), not before;
 //! - a read cache with read-ahead per open file (block- and file-distributed data): a short
 //!   read fetches [`ClientOptions::read_ahead`] bytes and serves the next reads from them;
@@ -554,32 +555,24 @@ impl Client {
     /// Removes file `name` of `pino`.
     pub fn unlink_at(&mut self, pino: u64, name: &[u8]) -> Result<()> {
         let l = self.dentry_lambda(pino, name)?;
-        // LOOKUP and UNLINK go to the same slice, which runs them in order: one round trip
-        // tells the file's data distribution and removes it.
+        // One UNLINK: when the inode was on that slice, the reply tells its mode, size and
+        // hint (where its data lies).
         let flags = UnlinkFlags::default();
-        let mut rs = self
-            .conns
-            .call_many(&[
-                (l, Request::Lookup { pino, name }),
-                (l, Request::Unlink { pino, flags, name }),
-            ])
-            .into_iter();
-        let (looked, unlinked) = match (rs.next(), rs.next()) {
-            (Some(a), Some(b)) => (a, b),
-            _ => return Err(ClientError::Internal("call_many lost a reply")),
-        };
-        let removed = removed_of(op::UNLINK, &unlinked?)?;
-        let attr = match Reply::decode(op::LOOKUP, &looked?)? {
-            Reply::Lookup { attr, .. } => attr,
-            _ => None,
-        };
-        let Some(r) = removed else {
+        let unlinked = self.call(l, &Request::Unlink { pino, flags, name })?;
+        let Some(r) = removed_of(op::UNLINK, &unlinked)? else {
             return Err(Errno::ENOENT.into());
         };
-        // A file whose inode is elsewhere: its attributes (size, hint) from its home.
-        let attr = match attr {
-            Some(a) => Some(a),
-            None => self.getattr(r.ino).ok(),
+        let attr = if r.mode != 0 {
+            Some(Attr {
+                ino: r.ino,
+                mode: r.mode,
+                size: r.size,
+                hint: r.hint,
+                ..Default::default()
+            })
+        } else {
+            // A file whose inode is elsewhere: its attributes (size, hint) from its home.
+            self.getattr(r.ino).ok()
         };
         self.free_removed(&r, attr.as_ref())
     }
@@ -984,8 +977,14 @@ impl Client {
         let end = f.written_end.take();
         let dirty = std::mem::take(&mut f.dirty);
         drained?;
+        let home = self.layout.route(home_lambda(ino));
+        // A WRITE to the home slice raises the size there itself: only writes that went to
+        // other slices need the SETATTR that carries the end of the writes home.
+        let remote = dirty
+            .keys()
+            .any(|&(server, worker)| Route { server, worker } != home);
         let mut reqs = Vec::new();
-        if let Some(end) = end {
+        if let Some(end) = end.filter(|_| remote) {
             let set = SetAttr {
                 extend_to: Some(end),
                 mtime_ns: Some(now_ns()),
@@ -994,7 +993,6 @@ impl Client {
             reqs.push((home_lambda(ino), Request::SetAttr { ino, set }));
         }
         if durable {
-            let home = self.layout.route(home_lambda(ino));
             for l in dirty.values().filter(|l| self.layout.route(**l) != home) {
                 reqs.push((*l, Request::Fsync { ino }));
             }
@@ -1003,12 +1001,16 @@ impl Client {
         let mut size = None;
         for (i, r) in self.conns.call_many(&reqs).into_iter().enumerate() {
             let b = r?;
-            if i == 0 && end.is_some() {
+            if i == 0 && remote && end.is_some() {
                 size = Some(attr_of(op::SETATTR, &b)?.size);
             }
         }
-        if let Some(s) = size {
-            self.file(fd)?.size = s;
+        let f = self.file(fd)?;
+        match (size, end) {
+            (Some(s), _) => f.size = s,
+            // The home slice's size is at least the end of the writes it acknowledged.
+            (None, Some(e)) => f.size = f.size.max(e),
+            (None, None) => {}
         }
         Ok(())
     }
@@ -1136,6 +1138,11 @@ impl Client {
         let mut a = self.getattr(ino)?;
         a.size = a.size.max(end.unwrap_or(0));
         Ok(a)
+    }
+
+    /// Requests this client has sent (the benchmark's RPCs per operation).
+    pub fn rpcs_sent(&self) -> u64 {
+        self.conns.sent()
     }
 
     /// Writes of `fd` sent but not acknowledged (`unfinished_cnt`).

@@ -6,8 +6,8 @@
 //!
 //! - *Multiple-sized nodes*: Node16, Node64 and Node256. In Node16 and Node64 the key array has
 //!   exactly as many entries as the node has slots, so a lookup compares all keys at once
-//!   (a branch-free loop that the compiler turns into SSE2 byte compares) and masks by the
-//!   count. Nodes grow when full and shrink when sparse.
+//!   (SSE2 byte compares, sixteen keys per instruction, no branch) and masks by the count.
+//!   Nodes grow when full and shrink when sparse.
 //! - *Prefix compression*: a node carries the common prefix of the names below it.
 //! - *Node consolidation*: the prefix lives in the unused tail of the node's value array,
 //!   right-aligned, so dropping its front on a split only changes the prefix length and a
@@ -116,21 +116,18 @@ impl<const N: usize> Small<N> {
     }
 
     fn find(&self, b: u8) -> Option<usize> {
-        // SWAR: compare eight keys per word. Only a byte equal to `b` becomes zero after the
-        // xor, and the lowest flagged byte is always a true zero (borrows only run upwards),
-        // so the first flagged index is the first match; one past `count` means no match.
-        const ONES: u64 = 0x0101_0101_0101_0101;
-        let pat = u64::from(b) * ONES;
-        let (words, _) = self.keys.as_chunks::<8>();
-        for (c, w) in words.iter().enumerate() {
-            let x = u64::from_le_bytes(*w) ^ pat;
-            let z = x.wrapping_sub(ONES) & !x & (ONES << 7);
-            if z != 0 {
-                let i = c * 8 + (z.trailing_zeros() / 8) as usize;
-                return (i < usize::from(self.count)).then_some(i);
-            }
+        // Branch-free: one flag bit per key, masked by the count. A branch on which key
+        // matched would depend on a node that random lookups have just missed in cache; its
+        // mispredictions flush the loads that the core has already started for the next lookup.
+        let (blocks, _) = self.keys.as_chunks::<16>();
+        let mut hits = 0u64;
+        for (c, k) in blocks.iter().enumerate() {
+            hits |= u64::from(eq_mask16(k, b)) << (c * 16);
         }
-        None
+        hits &= u64::MAX
+            .checked_shr(64 - u32::from(self.count))
+            .unwrap_or(0);
+        (hits != 0).then(|| hits.trailing_zeros() as usize)
     }
 
     fn val(&self, i: usize) -> u64 {
@@ -243,14 +240,6 @@ impl<T> Arena<T> {
         &mut self.chunks[i / CHUNK][i % CHUNK]
     }
 
-    /// Starts loading the cache lines of node `i` at byte offsets `lines` (hints only).
-    fn prefetch<const L: usize>(&self, i: u32, lines: [usize; L]) {
-        let base = std::ptr::from_ref(self.get(i)).cast::<u8>();
-        for off in lines {
-            prefetch_line(base.wrapping_add(off));
-        }
-    }
-
     fn release(&mut self, i: u32) {
         self.free.push(i);
     }
@@ -262,6 +251,63 @@ impl<T> Arena<T> {
             .sum::<usize>()
             + self.chunks.capacity() * size_of::<Vec<T>>()
             + self.free.capacity() * 4
+    }
+}
+
+/// Bit `i` set where `keys[i] == b`: one SSE2 byte compare and mask move.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn eq_mask16(keys: &[u8; 16], b: u8) -> u32 {
+    use std::arch::x86_64::{_mm_cmpeq_epi8, _mm_movemask_epi8, _mm_set_epi64x, _mm_set1_epi8};
+    let (words, _) = keys.as_chunks::<8>();
+    let (lo, hi) = (i64::from_le_bytes(words[0]), i64::from_le_bytes(words[1]));
+    // SAFETY: these intrinsics only need SSE2, which every x86_64 CPU has; they take values,
+    // not pointers.
+    unsafe {
+        let v = _mm_set_epi64x(hi, lo);
+        _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(b as i8))) as u32
+    }
+}
+
+/// Bit `i` set where `keys[i] == b`.
+#[cfg(not(target_arch = "x86_64"))]
+fn eq_mask16(keys: &[u8; 16], b: u8) -> u32 {
+    keys.iter()
+        .enumerate()
+        .fold(0, |m, (i, &k)| m | (u32::from(k == b) << i))
+}
+
+/// A resolved node reference (lookups resolve each node once).
+#[derive(Debug, Clone, Copy)]
+enum NodeRef<'a> {
+    N16(&'a Small<16>),
+    N64(&'a Small<64>),
+    N256(&'a Node256),
+}
+
+impl NodeRef<'_> {
+    /// Random lookups are bound by cache misses, and within a node the header (count, prefix
+    /// length), the prefix (value tail) and the matching value are each a dependent load on
+    /// another line: load the node's lines at once so a level costs one miss, not three.
+    fn prefetch(self, rest: &[u8]) {
+        match self {
+            Self::N16(s) => prefetch_lines(s, [0, 64, 128, size_of::<Small<16>>() - 1]),
+            // Header lines and the prefix tail; the value line is known only after the search.
+            Self::N64(s) => prefetch_lines(s, [0, 64, size_of::<Small<64>>() - 1]),
+            // No prefix: the slot of the next key byte is the only line needed.
+            Self::N256(s) => {
+                let b = rest.first().copied().unwrap_or(0);
+                prefetch_lines(s, [usize::from(b) * 8]);
+            }
+        }
+    }
+}
+
+/// Starts loading the cache lines of `node` at byte offsets `lines` (hints only).
+fn prefetch_lines<T, const L: usize>(node: &T, lines: [usize; L]) {
+    let base = std::ptr::from_ref(node).cast::<u8>();
+    for off in lines {
+        prefetch_line(base.wrapping_add(off));
     }
 }
 
@@ -302,17 +348,31 @@ fn split(key: &[u8]) -> (u8, &[u8]) {
     }
 }
 
-/// `key` without its front `p`, or `None`. Prefixes are a few bytes: an inline loop beats the
-/// `memcmp` call that `strip_prefix` makes.
+/// `key` without its front `p`, or `None`.
 #[inline]
 fn strip<'k>(key: &'k [u8], p: &[u8]) -> Option<&'k [u8]> {
     let (head, rest) = key.split_at_checked(p.len())?;
-    for (x, y) in head.iter().zip(p) {
-        if x != y {
-            return None;
-        }
+    same(head, p).then_some(rest)
+}
+
+/// `a == b`. Prefixes are mostly a few bytes: two overlapping word compares beat both a byte
+/// loop and the `memcmp` call that `==` makes.
+#[inline]
+fn same(a: &[u8], b: &[u8]) -> bool {
+    fn word<const W: usize>(s: &[u8], at: usize) -> [u8; W] {
+        s[at..at + W].try_into().unwrap_or([0; W])
     }
-    Some(rest)
+    let n = a.len();
+    if b.len() != n {
+        return false;
+    }
+    match n {
+        0 => true,
+        1..4 => a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1],
+        4..8 => word::<4>(a, 0) == word::<4>(b, 0) && word::<4>(a, n - 4) == word::<4>(b, n - 4),
+        8..=16 => word::<8>(a, 0) == word::<8>(b, 0) && word::<8>(a, n - 8) == word::<8>(b, n - 8),
+        _ => a == b,
+    }
 }
 
 fn common_len(a: &[u8], b: &[u8]) -> usize {
@@ -383,16 +443,16 @@ impl Cart {
 
     /// The value of a dentry.
     pub fn get(&self, pino: u64, name: &[u8]) -> Option<u64> {
-        let mut r = Ref::from_word(*self.roots.get(&pino)?)?;
+        let mut n = self.node(Ref::from_word(*self.roots.get(&pino)?)?);
         let mut key = name;
         loop {
             // One arena access per level: prefix, search and value come from the same node.
-            let (b, rest, w) = match r.kind {
-                Kind::N16 => self.n16.get(r.idx).step(key)?,
-                Kind::N64 => self.n64.get(r.idx).step(key)?,
-                Kind::N256 => {
+            let (b, rest, w) = match n {
+                NodeRef::N16(s) => s.step(key)?,
+                NodeRef::N64(s) => s.step(key)?,
+                NodeRef::N256(s) => {
                     let (b, rest) = split(key);
-                    (b, rest, self.n256.get(r.idx).val(b)?)
+                    (b, rest, s.val(b)?)
                 }
             };
             match Ref::from_word(w) {
@@ -400,8 +460,8 @@ impl Cart {
                     if b == 0 {
                         return None;
                     }
-                    self.prefetch(c, rest);
-                    r = c;
+                    n = self.node(c);
+                    n.prefetch(rest);
                     key = rest;
                 }
                 None => return rest.is_empty().then_some(w),
@@ -506,23 +566,11 @@ impl Cart {
 
     // ---- node primitives ----
 
-    /// Random lookups are bound by cache misses, and within a node the header (count, prefix
-    /// length), the prefix (value tail) and the matching value are each a dependent load on
-    /// another line: load the node's lines at once so a level costs one miss, not three.
-    fn prefetch(&self, r: Ref, rest: &[u8]) {
+    fn node(&self, r: Ref) -> NodeRef<'_> {
         match r.kind {
-            Kind::N16 => self
-                .n16
-                .prefetch(r.idx, [0, 64, 128, size_of::<Small<16>>() - 1]),
-            // Header lines and the prefix tail; the value line is known only after the search.
-            Kind::N64 => self
-                .n64
-                .prefetch(r.idx, [0, 64, size_of::<Small<64>>() - 1]),
-            // No prefix: the slot of the next key byte is the only line needed.
-            Kind::N256 => {
-                let b = rest.first().copied().unwrap_or(0);
-                self.n256.prefetch(r.idx, [usize::from(b) * 8]);
-            }
+            Kind::N16 => NodeRef::N16(self.n16.get(r.idx)),
+            Kind::N64 => NodeRef::N64(self.n64.get(r.idx)),
+            Kind::N256 => NodeRef::N256(self.n256.get(r.idx)),
         }
     }
 

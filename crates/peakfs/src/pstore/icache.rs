@@ -5,8 +5,10 @@
 //! machine: *free* → *read* (filling from the SSD) → *ready*; a modification makes it *dirty*;
 //! write-back puts it in *write* and then back to *ready*. With no free block, the least
 //! recently used *ready* block is freed. When dirty blocks exceed the dirty ratio, the least
-//! recently used dirty block is written back. A miss also prefetches the next block in the same
-//! read when a block can be spared for it, since inodes of a directory are allocated together.
+//! recently used dirty blocks are written back, down to half the ratio, after one sync of the
+//! log (one device flush per batch, not per block). A miss also prefetches the next block in
+//! the same read when a block can be spared for it, since inodes of a directory are allocated
+//! together. A block that holds no inode yet is not read at all ([`Icache::install_empty`]).
 //!
 //! I/O is synchronous here, so *read* and *write* last for the duration of one device call.
 
@@ -200,22 +202,47 @@ impl Icache {
     }
 
     fn write_back<I: InodeIo>(&mut self, io: &mut I, i: u32) -> Result<(), I::Error> {
-        if self.entries[i as usize].state != State::Dirty {
+        self.write_back_all(io, &[i])
+    }
+
+    /// Writes back the dirty ones of `blocks` after one sync of the log.
+    fn write_back_all<I: InodeIo>(&mut self, io: &mut I, blocks: &[u32]) -> Result<(), I::Error> {
+        if !blocks
+            .iter()
+            .any(|&i| self.entries[i as usize].state == State::Dirty)
+        {
             return Ok(());
         }
         io.before_write_back()?;
-        let e = &mut self.entries[i as usize];
-        e.state = State::Write;
-        let r = io.write_block(e.block, &e.data);
-        // A failed write keeps the block dirty, to be retried.
-        e.state = if r.is_ok() {
-            State::Ready
-        } else {
-            State::Dirty
-        };
-        r?;
-        self.dirty -= 1;
-        self.stats.write_backs += 1;
+        for &i in blocks {
+            let e = &mut self.entries[i as usize];
+            if e.state != State::Dirty {
+                continue;
+            }
+            e.state = State::Write;
+            let r = io.write_block(e.block, &e.data);
+            // A failed write keeps the block dirty, to be retried.
+            e.state = if r.is_ok() {
+                State::Ready
+            } else {
+                State::Dirty
+            };
+            r?;
+            self.dirty -= 1;
+            self.stats.write_backs += 1;
+        }
+        Ok(())
+    }
+
+    /// Caches inode block `block`, which holds no inode, as zeros without reading it (its
+    /// slots are all free, so its old bytes are never looked at).
+    pub fn install_empty<I: InodeIo>(&mut self, io: &mut I, block: u64) -> Result<(), I::Error> {
+        if self.index.contains_key(&block) {
+            return Ok(());
+        }
+        let i = self.take_free(io, u64::MAX)?;
+        let zeros = vec![0u8; self.page];
+        self.install(i, block, &zeros);
         Ok(())
     }
 
@@ -291,13 +318,17 @@ impl Icache {
             self.dirty += 1;
         }
         if self.dirty > self.max_dirty {
+            // The least recently used dirty blocks, down to half the limit.
+            let keep = self.max_dirty / 2;
+            let mut victims = Vec::new();
             let mut cur = self.tail;
-            while cur != NIL && self.entries[cur as usize].state != State::Dirty {
+            while cur != NIL && self.dirty - victims.len() > keep {
+                if self.entries[cur as usize].state == State::Dirty {
+                    victims.push(cur);
+                }
                 cur = self.entries[cur as usize].prev;
             }
-            if cur != NIL {
-                self.write_back(io, cur)?;
-            }
+            self.write_back_all(io, &victims)?;
         }
         Ok(())
     }
@@ -307,10 +338,7 @@ impl Icache {
         let dirty: Vec<u32> = (0..self.entries.len() as u32)
             .filter(|&i| self.entries[i as usize].state == State::Dirty)
             .collect();
-        for i in dirty {
-            self.write_back(io, i)?;
-        }
-        Ok(())
+        self.write_back_all(io, &dirty)
     }
 }
 
@@ -325,6 +353,7 @@ mod tests {
         reads: usize,
         writes: Vec<u64>,
         log_synced: bool,
+        syncs: usize,
     }
 
     impl InodeIo for Mem {
@@ -344,6 +373,7 @@ mod tests {
         }
         fn before_write_back(&mut self) -> Result<(), ()> {
             self.log_synced = true;
+            self.syncs += 1;
             Ok(())
         }
     }
@@ -385,19 +415,35 @@ mod tests {
     }
 
     #[test]
-    fn dirty_ratio_triggers_write_back_of_the_oldest_dirty_block_after_the_log() {
+    fn dirty_ratio_triggers_write_back_of_the_oldest_dirty_blocks_after_one_log_sync() {
         let mut io = zone(100);
-        let mut c = Icache::new(10, 64, 100, 0.2);
-        for blk in [0, 10, 20] {
+        let mut c = Icache::new(10, 64, 100, 0.4);
+        for blk in [0, 10, 20, 30, 40] {
             c.write(&mut io, blk, 0, &[0xEE]).unwrap();
         }
-        assert_eq!(io.writes, vec![0], "third dirty block exceeds 2 of 10");
+        assert_eq!(
+            io.writes,
+            vec![0, 10, 20],
+            "the fifth dirty block exceeds 4 of 10: back to 2"
+        );
+        assert_eq!(io.syncs, 1, "one log sync for the batch");
         assert_eq!(c.state_of(0), State::Ready);
         assert_eq!(c.dirty_blocks(), 2);
         c.flush(&mut io).unwrap();
-        assert_eq!(c.dirty_blocks(), 0);
-        assert_eq!(io.blocks[20][0], 0xEE);
-        assert_eq!(io.blocks[20][1], 20);
+        assert_eq!((c.dirty_blocks(), io.syncs), (0, 2));
+        assert_eq!(io.blocks[40][0], 0xEE);
+        assert_eq!(io.blocks[40][1], 40);
+    }
+
+    #[test]
+    fn an_empty_block_is_installed_without_a_read() {
+        let mut io = zone(10);
+        let mut c = Icache::new(4, 64, 10, 0.5);
+        c.install_empty(&mut io, 7).unwrap();
+        c.write(&mut io, 7, 4, &[9]).unwrap();
+        let mut b = [0xFFu8; 2];
+        c.read(&mut io, 7, 3, &mut b).unwrap();
+        assert_eq!((b, io.reads), ([0, 9], 0));
     }
 
     #[test]

@@ -317,6 +317,8 @@ pub struct PStoreStats {
     pub pages_used: u64,
     /// Data pages in all.
     pub data_pages: u64,
+    /// Data pages written but staged in memory (written out before the next WAL write).
+    pub staged_pages: u64,
     /// WAL bytes in use.
     pub wal_bytes: u64,
     /// Checkpoints taken since open.
@@ -325,28 +327,30 @@ pub struct PStoreStats {
     pub icache: IcacheStats,
 }
 
-/// The icache's view of the device: inode blocks, and the log to sync before write-back.
+/// The icache's view of the device: inode blocks, and the log (with the staged data pages it
+/// maps) to sync before write-back.
 struct MetaIo<'a> {
     zone: &'a Zone,
     wal: &'a mut Wal,
+    data: &'a mut PData,
     wal_start: u64,
     inode_start: u64,
     synced: &'a mut bool,
 }
 
-/// Writes the unwritten WAL frames and flushes the device.
-fn sync_log(
-    zone: &Zone,
-    wal: &mut Wal,
-    wal_start: u64,
-    synced: &mut bool,
-) -> Result<(), PStoreError> {
-    wal.write_out(|page, bytes| zone.write(wal_start + page, bytes))?;
-    if !*synced {
-        zone.flush()?;
-        *synced = true;
+impl MetaIo<'_> {
+    /// Writes the staged data pages, then the unwritten WAL frames, and flushes the device.
+    fn sync_log(&mut self) -> Result<(), PStoreError> {
+        self.data.write_out(self.zone)?;
+        let (zone, wal_start) = (self.zone, self.wal_start);
+        self.wal
+            .write_out(|page, bytes| zone.write(wal_start + page, bytes))?;
+        if !*self.synced {
+            zone.flush()?;
+            *self.synced = true;
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 impl InodeIo for MetaIo<'_> {
@@ -362,7 +366,7 @@ impl InodeIo for MetaIo<'_> {
     }
 
     fn before_write_back(&mut self) -> Result<(), PStoreError> {
-        sync_log(self.zone, self.wal, self.wal_start, self.synced)
+        self.sync_log()
     }
 }
 
@@ -613,13 +617,8 @@ impl PStore {
     /// empties the WAL.
     pub fn checkpoint(&mut self) -> Result<(), PStoreError> {
         self.commit()?;
-        self.icache.flush(&mut MetaIo {
-            zone: &self.zone,
-            wal: &mut self.wal,
-            wal_start: self.sb.wal_start,
-            inode_start: self.sb.inode_start,
-            synced: &mut self.synced,
-        })?;
+        let (cache, mut io) = self.meta_io();
+        cache.flush(&mut io)?;
         let mut ckpt = self.encode_checkpoint();
         if ckpt.len() as u64 > self.sb.ckpt_pages * PAGE as u64 {
             return Err(PStoreError::NoSpace("checkpoint area"));
@@ -646,12 +645,7 @@ impl PStore {
     /// Writes the WAL and flushes the device: every operation so far becomes durable.
     fn commit(&mut self) -> Result<(), PStoreError> {
         self.synced = false;
-        sync_log(
-            &self.zone,
-            &mut self.wal,
-            self.sb.wal_start,
-            &mut self.synced,
-        )?;
+        self.meta_io().1.sync_log()?;
         self.data.commit_frees()
     }
 
@@ -754,6 +748,7 @@ impl PStore {
             MetaIo {
                 zone: &self.zone,
                 wal: &mut self.wal,
+                data: &mut self.data,
                 wal_start: self.sb.wal_start,
                 inode_start: self.sb.inode_start,
                 synced: &mut self.synced,
@@ -765,10 +760,17 @@ impl PStore {
         if slot >= self.sb.inode_slots {
             return Err(PStoreError::Corrupt(format!("inode slot {slot}")));
         }
+        let block = slot / PER_BLOCK;
+        let first = block * PER_BLOCK;
+        let empty = (first..first + PER_BLOCK).all(|s| s == slot || !self.islots.is_used(s));
         let (cache, mut io) = self.meta_io();
+        if empty {
+            // A fresh block (a new directory's first inodes): nothing on the device to read.
+            cache.install_empty(&mut io, block)?;
+        }
         cache.write(
             &mut io,
-            slot / PER_BLOCK,
+            block,
             (slot % PER_BLOCK) as usize * INODE_BYTES,
             image,
         )
@@ -1210,6 +1212,7 @@ impl PStore {
             blocks: self.data.blocks.len() as u64,
             pages_used: self.data.pages.used(),
             data_pages: self.sb.data_pages,
+            staged_pages: self.data.staged_pages() as u64,
             wal_bytes: self.wal.len(),
             checkpoints: self.checkpoints,
             icache: self.icache.stats(),

@@ -8,6 +8,14 @@
 //! so that appends rarely move it; a move copies the block to a new run and frees the old one.
 //! Freed pages stay reserved until the WAL frame that frees them is durable, so a crash can
 //! never expose a run that an acknowledged file still maps to new data.
+//!
+//! Small writes (a few pages: small files, the edges of larger writes) are staged in memory and
+//! reach the device together in one batch ([`PData::write_out`]), which PStore runs before it
+//! writes any WAL frame: a mapping never becomes durable before the data it maps, and a worker
+//! pays one round trip to its NVMe queue per batch instead of one per small write. Reads see
+//! staged pages.
+
+use std::collections::BTreeMap;
 
 use super::PStoreError;
 use super::bitmap::Bitmap;
@@ -24,7 +32,14 @@ pub struct PData {
     /// Zone page of data page 0.
     base: u64,
     pending_free: Vec<PageRun>,
+    /// Staged pages by zone page, newer than the device's copy.
+    staged: BTreeMap<u64, Box<[u8]>>,
 }
+
+/// Writes of at most this many pages are staged.
+const STAGE_PAGES: usize = 4;
+/// Staged pages are written out once there are more than this many.
+const STAGED_MAX: usize = 256;
 
 impl PData {
     /// A data zone of `pages` pages starting at zone page `base`.
@@ -35,7 +50,70 @@ impl PData {
             block_pages,
             base,
             pending_free: Vec::new(),
+            staged: BTreeMap::new(),
         }
+    }
+
+    /// Reads whole pages at zone page `at`, staged pages over the device's copy.
+    fn read_pages(&self, zone: &Zone, at: u64, buf: &mut [u8]) -> Result<(), PStoreError> {
+        let end = at + (buf.len() / PAGE) as u64;
+        if self.staged.range(at..end).count() < buf.len() / PAGE {
+            zone.read(at, buf)?;
+        }
+        for (&p, page) in self.staged.range(at..end) {
+            let i = (p - at) as usize * PAGE;
+            buf[i..i + PAGE].copy_from_slice(page);
+        }
+        Ok(())
+    }
+
+    /// Writes whole pages at zone page `at`: a few pages are staged, more go to the device now
+    /// (replacing any staged copy).
+    fn write_pages(&mut self, zone: &Zone, at: u64, buf: &[u8]) -> Result<(), PStoreError> {
+        let pages = buf.len() / PAGE;
+        if pages > STAGE_PAGES {
+            zone.write(at, buf)?;
+            let end = at + pages as u64;
+            let stale: Vec<u64> = self.staged.range(at..end).map(|(&p, _)| p).collect();
+            for p in stale {
+                self.staged.remove(&p);
+            }
+            return Ok(());
+        }
+        for (k, page) in buf.chunks_exact(PAGE).enumerate() {
+            self.staged.insert(at + k as u64, page.into());
+        }
+        if self.staged.len() > STAGED_MAX {
+            self.write_out(zone)?;
+        }
+        Ok(())
+    }
+
+    /// Writes every staged page to the device, consecutive pages in one call. On an error the
+    /// pages stay staged (a later write-out retries them).
+    pub fn write_out(&mut self, zone: &Zone) -> Result<(), PStoreError> {
+        let mut buf = Vec::new();
+        let mut start = 0;
+        for (&p, page) in &self.staged {
+            if !buf.is_empty() && p != start + (buf.len() / PAGE) as u64 {
+                zone.write(start, &buf)?;
+                buf.clear();
+            }
+            if buf.is_empty() {
+                start = p;
+            }
+            buf.extend_from_slice(page);
+        }
+        if !buf.is_empty() {
+            zone.write(start, &buf)?;
+        }
+        self.staged.clear();
+        Ok(())
+    }
+
+    /// Pages staged and not yet written to the device.
+    pub fn staged_pages(&self) -> usize {
+        self.staged.len()
     }
 
     /// Bytes of a file block.
@@ -151,14 +229,14 @@ impl PData {
             let mut buf = vec![0u8; pages * PAGE];
             let at = self.base + run.start + first as u64;
             if !off.is_multiple_of(PAGE) {
-                zone.read(at, &mut buf[..PAGE])?;
+                self.read_pages(zone, at, &mut buf[..PAGE])?;
             }
             if !end.is_multiple_of(PAGE) && (pages > 1 || off.is_multiple_of(PAGE)) {
                 let last = (pages - 1) * PAGE;
-                zone.read(at + pages as u64 - 1, &mut buf[last..])?;
+                self.read_pages(zone, at + pages as u64 - 1, &mut buf[last..])?;
             }
             buf[off - first * PAGE..end - first * PAGE].copy_from_slice(data);
-            zone.write(at, &buf)?;
+            self.write_pages(zone, at, &buf)?;
             return Ok(run);
         }
         let pages = need.next_power_of_two().min(self.block_pages);
@@ -166,10 +244,14 @@ impl PData {
         // Zero-filled so that bytes never written read as zeros after a later extension.
         let mut buf = vec![0u8; pages as usize * PAGE];
         if !run.is_none() {
-            zone.read(self.base + run.start, &mut buf[..run.pages as usize * PAGE])?;
+            self.read_pages(
+                zone,
+                self.base + run.start,
+                &mut buf[..run.pages as usize * PAGE],
+            )?;
         }
         buf[off..end].copy_from_slice(data);
-        zone.write(self.base + new.start, &buf)?;
+        self.write_pages(zone, self.base + new.start, &buf)?;
         self.free(run, tx);
         Ok(new)
     }
@@ -191,7 +273,7 @@ impl PData {
         let first = off / PAGE;
         let last = end.min(mapped).div_ceil(PAGE);
         let mut buf = vec![0u8; (last - first) * PAGE];
-        zone.read(self.base + run.start + first as u64, &mut buf)?;
+        self.read_pages(zone, self.base + run.start + first as u64, &mut buf)?;
         let n = end.min(mapped) - off;
         out[..n].copy_from_slice(&buf[off - first * PAGE..off - first * PAGE + n]);
         Ok(())
@@ -228,9 +310,9 @@ impl PData {
         if !keep.is_multiple_of(PAGE) {
             let at = self.base + run.start + u64::from(keep_pages) - 1;
             let mut page = vec![0u8; PAGE];
-            zone.read(at, &mut page)?;
+            self.read_pages(zone, at, &mut page)?;
             page[keep % PAGE..].fill(0);
-            zone.write(at, &page)?;
+            self.write_pages(zone, at, &page)?;
         }
         Ok(kept)
     }

@@ -39,6 +39,12 @@ use crate::protocol::{Errno, ProtoError, Request, op};
 
 /// How long an idle worker sleeps in its poller before it re-checks the stop flag.
 const IDLE_WAIT: Duration = Duration::from_millis(20);
+/// How long a worker keeps polling (yielding the core in between) after its last work before
+/// it sleeps: a forwarded request's reply, or a client's next request, usually comes within
+/// it, and a worker that does not sleep needs no wake-up (no eventfd write by the producer, no
+/// epoll wake-up here) - the hand-off between two workers costs two ring operations, as in
+/// §III-B.
+const SPIN: Duration = Duration::from_micros(50);
 /// How often workers publish their usage counters.
 const USAGE_EVERY: Duration = Duration::from_millis(200);
 
@@ -481,21 +487,34 @@ impl Worker {
         pin(self.me, self.cfg.pin);
         let mut last_usage = Instant::now() - USAGE_EVERY;
         let mut marked_idle = false;
+        let mut last_work = Instant::now();
         loop {
             let stopping = self.stop.stop.load(Ordering::SeqCst);
-            // Announce sleep, then re-check the queues (see `wake_if_sleeping`).
-            let me = &self.shared[self.me];
-            me.sleeping.store(true, Ordering::SeqCst);
-            fence(Ordering::SeqCst);
-            let idle = self.from.iter().all(Consumer::is_empty)
-                && self.copied.is_empty()
-                && self.ready.is_empty()
-                && self.overflow.iter().all(VecDeque::is_empty);
-            let wait = if idle { IDLE_WAIT } else { Duration::ZERO };
+            let spinning = last_work.elapsed() < SPIN;
+            let wait = if spinning {
+                Duration::ZERO
+            } else {
+                // Announce sleep, then re-check the queues (see `wake_if_sleeping`).
+                let me = &self.shared[self.me];
+                me.sleeping.store(true, Ordering::SeqCst);
+                fence(Ordering::SeqCst);
+                let idle = self.from.iter().all(Consumer::is_empty)
+                    && self.copied.is_empty()
+                    && self.ready.is_empty()
+                    && self.overflow.iter().all(VecDeque::is_empty);
+                if idle { IDLE_WAIT } else { Duration::ZERO }
+            };
             let polled = poller.poll(Some(wait), |out, ev| self.on_event(out, ev));
-            self.shared[self.me].sleeping.store(false, Ordering::SeqCst);
-            polled?;
-            self.drain(&mut poller);
+            if !spinning {
+                self.shared[self.me].sleeping.store(false, Ordering::SeqCst);
+            }
+            let drained = self.drain(&mut poller);
+            if polled? + drained > 0 {
+                last_work = Instant::now();
+            } else if spinning {
+                // Spinning must not keep a client or another worker off a shared core.
+                std::thread::yield_now();
+            }
             self.flush_overflow();
             self.wake_pushed();
             if last_usage.elapsed() >= USAGE_EVERY {
@@ -518,7 +537,7 @@ impl Worker {
                 }
                 if marked_idle && self.stop.quiesced.load(Ordering::SeqCst) == self.handles.len() {
                     // Drain what others answered last, flush, checkpoint.
-                    self.drain(&mut poller);
+                    let _ = self.drain(&mut poller);
                     let _ = poller.poll(Some(Duration::ZERO), |_, _| {});
                     if let Err(e) = self.slice.store().checkpoint() {
                         tracing::error!(worker = self.me, error = %e, "checkpoint failed");
@@ -714,10 +733,13 @@ impl Worker {
         }
     }
 
-    /// Serves forwarded requests, delivers replies that came back, and copied replies.
-    fn drain(&mut self, out: &mut dyn Outbox) {
+    /// Serves forwarded requests, delivers replies that came back, and copied replies;
+    /// returns how many messages it handled.
+    fn drain(&mut self, out: &mut dyn Outbox) -> usize {
+        let mut handled = 0;
         for j in 0..self.from.len() {
             while let Some(msg) = self.from[j].pop() {
+                handled += 1;
                 match msg {
                     Msg::Req(job) => {
                         let (r, copy) = self.execute(job.op, &job.payload);
@@ -744,9 +766,11 @@ impl Worker {
         }
         // Copied replies (memcpy pool, or inline) answer requests this thread counted.
         while let Some(done) = self.copied.pop().or_else(|| self.ready.pop_front()) {
+            handled += 1;
             self.outstanding = self.outstanding.saturating_sub(1);
             send_reply(out, done.conn, done.id, done.op, done.result.as_deref());
         }
+        handled
     }
 }
 

@@ -156,6 +156,7 @@ impl Slice {
                     mode: i.mode,
                     size: i.size,
                     inode_freed: true,
+                    hint: hint_to_wire(i.hint),
                 })
             }
             Some(i) => Ok(Removed {
@@ -163,12 +164,14 @@ impl Slice {
                 mode: i.mode,
                 size: i.size,
                 inode_freed: false,
+                hint: hint_to_wire(i.hint),
             }),
             None => Ok(Removed {
                 ino,
                 mode: 0,
                 size: 0,
                 inode_freed: false,
+                hint: Hint::default(),
             }),
         }
     }
