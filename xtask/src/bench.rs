@@ -118,7 +118,7 @@ pub const SYSTEMS: &[BenchSystem] = &[
             "32",
             "--random-ops",
             "5000",
-            "--raw-seconds",
+            "--seconds",
             "1",
         ],
         cpu_args: &[],

@@ -78,7 +78,7 @@ pub struct BenchArgs {
     /// Size of the large file of the 4 KiB workloads, in MiB.
     #[arg(long, default_value_t = 128)]
     pub file_mib: u64,
-    /// 4 KiB operations of each random workload.
+    /// 4 KiB writes of the random write workload.
     #[arg(long, default_value_t = 20_000)]
     pub random_ops: u64,
     /// Small files of the multi-file workloads.
@@ -93,9 +93,10 @@ pub struct BenchArgs {
     /// How the controller reaches the image: mmap, psync or uring.
     #[arg(long, default_value = "mmap")]
     pub backend: String,
-    /// Seconds of each raw controller run.
-    #[arg(long, default_value_t = 2.0)]
-    pub raw_seconds: f64,
+    /// Seconds of each 4 KiB read workload (sequential passes over the large file, random
+    /// reads) and of each raw controller run, so that both are measured over the same time.
+    #[arg(long, alias = "raw-seconds", default_value_t = 2.0)]
+    pub seconds: f64,
     /// Skip the raw controller runs.
     #[arg(long)]
     pub no_raw: bool,
@@ -290,27 +291,28 @@ fn large_file(posix: &Posix, args: &BenchArgs) -> Result<Vec<Sample>, BenchError
     })?);
     posix.fsync(fd)?;
     let mut bad = 0u64;
-    out.push(timed("seqread-4k", blocks, bytes, |lat| {
-        for b in 0..blocks {
-            let t = Instant::now();
-            posix.pread(fd, &mut buf, b * BLOCK as u64)?;
-            lat.record(t.elapsed());
-            bad += u64::from(!tagged(&buf, b));
-        }
-        Ok(())
-    })?);
-    let n = args.random_ops;
+    let seconds = Duration::from_secs_f64(args.seconds.max(0.0));
+    // Whole passes over the file until `seconds` have passed.
+    out.push(reads_for(
+        posix,
+        fd,
+        "seqread-4k",
+        seconds,
+        blocks,
+        &mut bad,
+        |k| k % blocks,
+    )?);
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
-    out.push(timed("randread-4k", n, n * BLOCK as u64, |lat| {
-        for _ in 0..n {
-            let b = rng.below(blocks);
-            let t = Instant::now();
-            posix.pread(fd, &mut buf, b * BLOCK as u64)?;
-            lat.record(t.elapsed());
-            bad += u64::from(!tagged(&buf, b));
-        }
-        Ok(())
-    })?);
+    out.push(reads_for(
+        posix,
+        fd,
+        "randread-4k",
+        seconds,
+        1024,
+        &mut bad,
+        |_| rng.below(blocks),
+    )?);
+    let n = args.random_ops;
     out.push(timed("randwrite-4k", n, n * BLOCK as u64, |lat| {
         for _ in 0..n {
             let b = rng.below(blocks);
@@ -326,6 +328,39 @@ fn large_file(posix: &Posix, args: &BenchArgs) -> Result<Vec<Sample>, BenchError
         return Err(BenchError::Verify(bad));
     }
     Ok(out)
+}
+
+/// 4 KiB reads of the blocks `block(0), block(1), ...` of `fd`, checked by their tags, in
+/// rounds of `round` reads until `seconds` have passed (one round at least); reads whose block
+/// holds the wrong tag are counted in `bad`.
+fn reads_for(
+    posix: &Posix,
+    fd: Fd,
+    workload: &'static str,
+    seconds: Duration,
+    round: u64,
+    bad: &mut u64,
+    mut block: impl FnMut(u64) -> u64,
+) -> Result<Sample, BenchError> {
+    let mut buf = vec![0u8; BLOCK];
+    let mut ops = 0u64;
+    let mut sample = timed(workload, 0, 0, |lat| {
+        let start = Instant::now();
+        while ops == 0 || start.elapsed() < seconds {
+            for _ in 0..round {
+                let b = block(ops);
+                let t = Instant::now();
+                posix.pread(fd, &mut buf, b * BLOCK as u64)?;
+                lat.record(t.elapsed());
+                *bad += u64::from(!tagged(&buf, b));
+                ops += 1;
+            }
+        }
+        Ok(())
+    })?;
+    sample.ops = ops;
+    sample.bytes = ops * BLOCK as u64;
+    Ok(sample)
 }
 
 /// Splits `0..n` into `parts` contiguous ranges.
@@ -488,10 +523,11 @@ fn raw_records(args: &BenchArgs, backend: FileBackend) -> Result<Vec<BenchRecord
             op: gpu_nvme::bench::Op::Read,
             null: false,
             verify: false,
-            duration: args.raw_seconds,
+            duration: args.seconds,
             workers: 1,
             gpu_data: gpu_nvme::bench::GpuData::Auto,
             load_kind: 0,
+            slot_bytes: 0,
             block_threads: 128,
             defines: Vec::new(),
             json: args.json,

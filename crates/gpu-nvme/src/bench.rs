@@ -124,6 +124,11 @@ pub struct BenchArgs {
     /// GPU-initiated data path.
     #[arg(long, value_enum, default_value = "auto")]
     pub gpu_data: GpuData,
+    /// Bytes of each GPU queue entry's bounce slot (a multiple of 512); 0 picks the smallest
+    /// that holds a transfer: slots packed into pages for transfers of up to 4 KiB that divide
+    /// a page, so that more of them share a TLB entry and the host touches fewer pages.
+    #[arg(long, default_value_t = 0)]
+    pub slot_bytes: u32,
     /// GPU load used to pull bounce slots: 0 ld.cv, 1 ld.cg, 2 plain, 3 ld.global.nc.
     #[arg(long, default_value_t = 0)]
     pub load_kind: u32,
@@ -142,6 +147,9 @@ pub struct BenchArgs {
 /// bench/results/: at 4 KiB the pull path is several times faster, at 64 KiB the copy engines).
 const DIRECT_MIN_BYTES: u32 = 32 << 10;
 
+/// How long a host thread waits for one completion before the run fails.
+const COMPLETION_TIMEOUT: Duration = Duration::from_secs(30);
+
 impl GpuData {
     /// The data path a transfer of `bytes` takes.
     fn resolve(self, bytes: u32) -> GpuData {
@@ -150,6 +158,19 @@ impl GpuData {
             GpuData::Auto => GpuData::Bounce,
             other => other,
         }
+    }
+}
+
+/// The bounce slot size of GPU queues for `block_size`-byte transfers: `requested` when not 0,
+/// else the block size itself where it divides a 4 KiB page (a transfer then never crosses a
+/// page), else whole pages, plus a page for the PRP list of a transfer over two pages.
+fn gpu_slot_bytes(block_size: u32, requested: u32) -> u32 {
+    if requested != 0 {
+        requested
+    } else if block_size <= 4096 && 4096 % block_size == 0 {
+        block_size
+    } else {
+        block_size.next_multiple_of(4096) + if block_size > 8192 { 4096 } else { 0 }
     }
 }
 
@@ -339,13 +360,11 @@ fn cpu_thread(
         let Some(&(t, lba, write, t0)) = inflight.front() else {
             break;
         };
-        let backoff = crossbeam_utils::Backoff::new();
-        let cqe = loop {
-            if let Some(c) = q.poll(t) {
-                break c;
-            }
-            backoff.snooze();
-        };
+        // The host driver's own wait, so that a file system over the driver and this raw
+        // benchmark wait for a command alike.
+        let cqe = q
+            .wait(t, COMPLETION_TIMEOUT)
+            .map_err(crate::device::DeviceError::from)?;
         inflight.pop_front();
         lat.record(t0.elapsed());
         if cqe.status().is_success() {
@@ -442,9 +461,12 @@ fn run_gpu(args: &BenchArgs, factory: ControllerFactory<'_>) -> Result<Outcome, 
         },
     )?;
     let blocks_per_io = args.block_size / args.lba_size;
-    // Transfers over two pages keep their PRP list in the last page of their bounce slot.
-    let slot_bytes =
-        args.block_size.next_multiple_of(4096) + if args.block_size > 8192 { 4096 } else { 0 };
+    let slot_bytes = gpu_slot_bytes(args.block_size, args.slot_bytes);
+    check!(
+        slot_bytes >= args.block_size + if args.block_size > 8192 { 4096 } else { 0 },
+        "--slot-bytes {slot_bytes} cannot hold a {}-byte transfer (and its PRP list past 8 KiB)",
+        args.block_size
+    );
     let queues = dev.create_gpu_queues(&gpu, args.queues, args.queue_depth, slot_bytes)?;
     let options = CompileOptions {
         extra: args.defines.iter().map(|d| format!("-D{d}")).collect(),
@@ -680,4 +702,24 @@ pub fn failures(record: &BenchRecord) -> (u64, u64) {
             .unwrap_or(0)
     };
     (get("errors"), get("verify_failures"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gpu_slots_pack_small_transfers_into_pages_and_honour_a_request() {
+        assert_eq!(gpu_slot_bytes(512, 0), 512);
+        assert_eq!(gpu_slot_bytes(4096, 0), 4096);
+        assert_eq!(gpu_slot_bytes(1536, 0), 4096, "would cross a page");
+        assert_eq!(gpu_slot_bytes(8192, 0), 8192);
+        assert_eq!(gpu_slot_bytes(16384, 0), 16384 + 4096, "PRP list page");
+        assert_eq!(gpu_slot_bytes(512, 4096), 4096);
+        for b in [512u32, 1024, 2048, 4096] {
+            let s = gpu_slot_bytes(b, 0);
+            // Slots of a page-aligned staging region never straddle a page.
+            assert!((0..64).all(|i| (i * s) / 4096 == (i * s + b - 1) / 4096));
+        }
+    }
 }

@@ -781,6 +781,12 @@ impl HostQueueHandle<'_> {
         self.q.qp.poll(t)
     }
 
+    /// Waits for the completion of `t` (spinning first, then yielding), at most `timeout`;
+    /// the slot stays reserved either way.
+    pub fn wait(&self, t: Ticket, timeout: Duration) -> Result<CompletionEntry, QueueError> {
+        self.q.qp.wait(t, timeout)
+    }
+
     /// The first `len` bytes of `t`'s bounce slot (a completed read's data).
     pub fn slot_data(&self, t: Ticket, len: usize) -> &[u8] {
         let (_, host) = self.dev.slot_iova(self.q, t.cid);

@@ -218,34 +218,6 @@ impl NvmeBlocks {
 /// How long a read may wait for its completion before it is reported as lost.
 const READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// Polls spent spinning before a wait starts yielding the CPU (tens of microseconds: a
-/// tmpfs-backed command completes in one or two).
-const SPIN_POLLS: u32 = 1 << 10;
-
-/// Waits for the completion of `t` on `h`: spinning first, then yielding, `None` after
-/// [`READ_TIMEOUT`].
-fn wait_cqe(
-    h: &gpu_nvme::device::HostQueueHandle<'_>,
-    t: gpu_nvme::queue::Ticket,
-) -> Option<gpu_nvme::spec::CompletionEntry> {
-    for _ in 0..SPIN_POLLS {
-        if let Some(c) = h.poll(t) {
-            return Some(c);
-        }
-        std::hint::spin_loop();
-    }
-    let deadline = std::time::Instant::now() + READ_TIMEOUT;
-    loop {
-        if let Some(c) = h.poll(t) {
-            return Some(c);
-        }
-        if std::time::Instant::now() > deadline {
-            return None;
-        }
-        std::thread::yield_now();
-    }
-}
-
 impl NvmeBlocks {
     /// The host queue the next command goes to (round robin).
     fn queue(&self) -> Result<gpu_nvme::device::HostQueueHandle<'_>> {
@@ -294,7 +266,7 @@ impl BlockIo for NvmeBlocks {
         // One command straight on a host queue (no per-call allocation); a read larger than
         // a bounce slot goes through the driver, which splits it.
         match h.submit(false, blk * self.lbas_per_block, lbas as u32, false, |_| {}) {
-            Ok(t) => Self::finish_read(&h, t, wait_cqe(&h, t), blk, buf),
+            Ok(t) => Self::finish_read(&h, t, h.wait(t, READ_TIMEOUT).ok(), blk, buf),
             Err(_) => Ok(self.dev.read_blocks(blk * self.lbas_per_block, buf)?),
         }
     }
@@ -338,7 +310,7 @@ impl BlockIo for NvmeBlocks {
                 break;
             };
             let (blk, buf) = &mut reqs[k];
-            let r = Self::finish_read(&h, t, wait_cqe(&h, t), *blk, buf);
+            let r = Self::finish_read(&h, t, h.wait(t, READ_TIMEOUT).ok(), *blk, buf);
             if result.is_ok() {
                 result = r;
             }
