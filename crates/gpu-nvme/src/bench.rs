@@ -556,10 +556,11 @@ fn run_gpu(args: &BenchArgs, factory: ControllerFactory<'_>) -> Result<Outcome, 
         let threads = |ns: u64| ns as f64 / 1e9 / elapsed.as_secs_f64();
         notes.push(format!(
             "controller: {:.1} commands per fetched batch, {:.1} worker threads busy on average \
-             ({:.1} of them waiting for copies into GPU memory)",
+             ({:.1} of them waiting for copies into GPU memory, {:.1} posting completions)",
             stats.commands as f64 / stats.batches as f64,
             threads(stats.busy_ns),
-            threads(stats.copy_wait_ns)
+            threads(stats.copy_wait_ns),
+            threads(stats.post_ns)
         ));
         if stats.dispatch_ns > 0 || stats.cq_full > 0 {
             notes.push(format!(

@@ -17,7 +17,7 @@ use crate::queue::{
 };
 use crate::spec::{
     Cns, CommandError, CompletionEntry, DsmRange, IdentifyController, IdentifyNamespace,
-    NamespaceGeometry, PrpConfig, PrpPlan, Status, SubmissionEntry,
+    DEFAULT_MAX_TRANSFER, NamespaceGeometry, PrpConfig, PrpPlan, Status, SubmissionEntry,
 };
 
 /// How long a single command may take before the driver gives up on it.
@@ -421,6 +421,14 @@ impl NvmeDevice {
         }
     }
 
+    /// Lets commands name any memory of this process in their PRPs (the controller's DMA map
+    /// in host pass-through, see [`DmaMap`](crate::memory::DmaMap)), so that
+    /// [`HostQueueHandle::read_direct`] can read into its caller's buffer. Only for a
+    /// controller that runs in this process.
+    pub fn enable_direct_host_dma(&self) {
+        self.ctrl.dma().set_host_pass_through(true);
+    }
+
     /// Host I/O queue `index` (for benchmarks that keep many commands in flight).
     pub fn host_queue(&self, index: usize) -> Option<HostQueueHandle<'_>> {
         self.queues
@@ -773,6 +781,114 @@ impl HostQueueHandle<'_> {
                 Err(e)
             }
             None => Ok(t),
+        }
+    }
+
+    /// Reads `buf.len()` bytes (a multiple of the block size, at most the largest transfer)
+    /// from block `lba` straight into `buf`: the command's PRPs name `buf` itself, so no bounce
+    /// slot and no copy (needs [`NvmeDevice::enable_direct_host_dma`] and a 4-byte aligned
+    /// `buf`). A PRP list, when `buf` spans more than two pages, goes into the command's slot.
+    ///
+    /// Waits for the completion however long it takes: the controller may write into `buf`
+    /// until then, so returning earlier would hand memory it still writes to the caller (a
+    /// warning is logged at every [`COMMAND_TIMEOUT`]).
+    pub fn read_direct(&self, lba: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
+        self.read_direct_many(&mut [(lba, buf)])
+    }
+
+    /// [`read_direct`](Self::read_direct) of every `(first block, buffer)` of `reqs`, up to
+    /// half the queue depth in flight at once. Every request is checked before the first is
+    /// sent; the first failure is returned after all of them have completed.
+    pub fn read_direct_many(&self, reqs: &mut [(u64, &mut [u8])]) -> Result<(), DeviceError> {
+        if !self.dev.ctrl.dma().host_pass_through() {
+            return Err(DeviceError::Invalid(
+                "direct reads need enable_direct_host_dma".into(),
+            ));
+        }
+        let block = self.dev.geometry.block_size() as usize;
+        let prp = PrpConfig::default();
+        for (_, buf) in reqs.iter() {
+            self.dev.check_len(buf.len())?;
+            let addr = buf.as_ptr() as u64;
+            if !addr.is_multiple_of(4) || buf.len() > DEFAULT_MAX_TRANSFER as usize {
+                return Err(DeviceError::Invalid(format!(
+                    "direct read of {} bytes at {addr:#x}: not dword aligned or over \
+                     {DEFAULT_MAX_TRANSFER} bytes",
+                    buf.len()
+                )));
+            }
+        }
+        let window = (self.q.qp.depth() as usize / 2).max(1);
+        let mut inflight = std::collections::VecDeque::with_capacity(window.min(reqs.len()));
+        let mut result = Ok(());
+        for (lba, buf) in reqs.iter_mut() {
+            if inflight.len() == window
+                && let Some((t, lba)) = inflight.pop_front()
+            {
+                result = result.and(self.finish_direct(t, lba));
+            }
+            let (addr, len) = (buf.as_mut_ptr() as u64, buf.len());
+            let blocks = (len / block) as u32;
+            let mut built = Ok(());
+            let t = self.q.qp.submit_with(|cid| {
+                let (slot_iova, slot_host) = self.dev.slot_iova(self.q, cid);
+                let list_page = slot_iova + u64::from(self.dev.config.slot_bytes);
+                let sqe = SubmissionEntry::read(cid, 1, *lba, blocks, 0, 0)
+                    .map_err(DeviceError::from)
+                    .and_then(|sqe| {
+                        PrpPlan::new(addr, len as u64, &prp, &[list_page])
+                            .map(|plan| (sqe, plan))
+                            .map_err(|e| DeviceError::Invalid(e.to_string()))
+                    });
+                match sqe {
+                    Ok((mut sqe, plan)) => {
+                        for list in &plan.lists {
+                            let at = (list.addr - slot_iova) as usize;
+                            for (i, e) in list.entries.iter().enumerate() {
+                                // SAFETY: the list page lies at the end of this slot, inside
+                                // the registered region, and the slot is ours until release.
+                                unsafe {
+                                    std::ptr::write_unaligned(
+                                        slot_host.add(at).cast::<u64>().add(i),
+                                        *e,
+                                    );
+                                }
+                            }
+                        }
+                        sqe.prp1 = plan.prp1;
+                        sqe.prp2 = plan.prp2;
+                        sqe
+                    }
+                    Err(e) => {
+                        built = Err(e);
+                        SubmissionEntry::default()
+                    }
+                }
+            });
+            result = result.and(built);
+            inflight.push_back((t, *lba));
+        }
+        for (t, lba) in inflight {
+            result = result.and(self.finish_direct(t, lba));
+        }
+        result
+    }
+
+    /// Waits for a direct read for as long as it takes (see [`read_direct`](Self::read_direct)),
+    /// frees its slot and returns its status.
+    fn finish_direct(&self, t: Ticket, lba: u64) -> Result<(), DeviceError> {
+        let cqe = loop {
+            match self.q.qp.wait(t, COMMAND_TIMEOUT) {
+                Ok(c) => break c,
+                Err(e) => tracing::warn!("direct read of block {lba} still in flight: {e}"),
+            }
+        };
+        self.q.qp.release(t);
+        let status = cqe.status();
+        if status.is_success() {
+            Ok(())
+        } else {
+            Err(DeviceError::Status { op: "read", status })
         }
     }
 

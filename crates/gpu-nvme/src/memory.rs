@@ -8,7 +8,7 @@
 
 use std::alloc::Layout;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use crate::cuda::{Gpu, PinnedBuffer};
@@ -208,10 +208,17 @@ pub struct Resolved {
 ///
 /// Workers keep a snapshot ([`DmaView`]) and refresh it only when the generation moves, so the
 /// hot path reads no lock.
+///
+/// With host pass-through on ([`set_host_pass_through`](Self::set_host_pass_through)), an
+/// address outside every region is taken as host memory of this process, as a device without
+/// an IOMMU reaches all of memory: a host driver may then name its caller's buffers in PRPs
+/// (O_DIRECT-style reads and writes with no bounce copy). Only for controllers that run in
+/// this process; registered regions (GPU memory among them) keep their kind.
 #[derive(Debug, Default)]
 pub struct DmaMap {
     regions: RwLock<Arc<Vec<DmaRegion>>>,
     generation: AtomicU64,
+    host_pass_through: AtomicBool,
 }
 
 impl DmaMap {
@@ -270,18 +277,28 @@ impl DmaMap {
         removed
     }
 
+    /// Turns host pass-through on or off (see the type's docs).
+    pub fn set_host_pass_through(&self, on: bool) {
+        // Under the lock, so that a view sees the flag of its generation.
+        let _guard = self.regions.write().unwrap_or_else(|e| e.into_inner());
+        self.host_pass_through.store(on, Ordering::Release);
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// Whether host pass-through is on.
+    pub fn host_pass_through(&self) -> bool {
+        self.host_pass_through.load(Ordering::Acquire)
+    }
+
     /// A snapshot for a worker thread.
     pub fn view(&self) -> DmaView<'_> {
-        let generation = self.generation.load(Ordering::Acquire);
-        let regions = self
-            .regions
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        // Generation and flag change under the write lock: read here, they match the regions.
+        let regions = self.regions.read().unwrap_or_else(|e| e.into_inner());
         DmaView {
             map: self,
-            regions,
-            generation,
+            regions: Arc::clone(&regions),
+            generation: self.generation.load(Ordering::Acquire),
+            host_pass_through: self.host_pass_through(),
         }
     }
 }
@@ -292,6 +309,7 @@ pub struct DmaView<'a> {
     map: &'a DmaMap,
     regions: Arc<Vec<DmaRegion>>,
     generation: u64,
+    host_pass_through: bool,
 }
 
 impl DmaView<'_> {
@@ -302,15 +320,23 @@ impl DmaView<'_> {
         }
     }
 
-    /// Resolves `len` bytes at bus address `addr`; `None` if they do not lie in one region.
+    /// Resolves `len` bytes at bus address `addr`; `None` if they do not lie in one region
+    /// (with host pass-through: if they overlap a region without lying inside it, or are null).
     pub fn resolve(&self, addr: u64, len: u64) -> Option<Resolved> {
-        let idx = self
-            .regions
-            .partition_point(|r| r.base <= addr)
-            .checked_sub(1)?;
-        let r = self.regions[idx];
         let end = addr.checked_add(len)?;
-        (end <= r.base + r.len).then_some(Resolved { addr, kind: r.kind })
+        let idx = self.regions.partition_point(|r| r.base <= addr);
+        if let Some(r) = idx.checked_sub(1).map(|i| self.regions[i])
+            && addr < r.base + r.len
+        {
+            return (end <= r.base + r.len).then_some(Resolved { addr, kind: r.kind });
+        }
+        // Outside every region: host memory under pass-through, unless the range runs into the
+        // next region (a piece of GPU memory must never be taken for host memory).
+        let next_base = self.regions.get(idx).map_or(u64::MAX, |r| r.base);
+        (self.host_pass_through && addr != 0 && end <= next_base).then_some(Resolved {
+            addr,
+            kind: RegionKind::Host,
+        })
     }
 }
 
@@ -363,6 +389,31 @@ mod tests {
             v.resolve(u64::MAX, 2).is_none(),
             "overflow is a fault, not a panic"
         );
+    }
+
+    #[test]
+    fn host_pass_through_takes_unregistered_addresses_as_host_memory_but_never_device_memory() {
+        let map = DmaMap::new();
+        map.register(DmaRegion {
+            base: 0x3000,
+            len: 0x2000,
+            kind: RegionKind::Device,
+        })
+        .unwrap();
+        let mut v = map.view();
+        assert!(v.resolve(0x1000, 8).is_none(), "off by default");
+        map.set_host_pass_through(true);
+        v.refresh();
+        assert_eq!(v.resolve(0x1000, 8).unwrap().kind, RegionKind::Host);
+        assert_eq!(v.resolve(0x5000, 8).unwrap().kind, RegionKind::Host);
+        assert_eq!(v.resolve(0x3000, 8).unwrap().kind, RegionKind::Device);
+        assert!(v.resolve(0x2ff8, 16).is_none(), "runs into GPU memory");
+        assert!(v.resolve(0x4ff8, 16).is_none(), "runs out of GPU memory");
+        assert!(v.resolve(0, 8).is_none(), "null");
+        assert!(v.resolve(u64::MAX - 4, 8).is_none(), "overflow");
+        map.set_host_pass_through(false);
+        v.refresh();
+        assert!(v.resolve(0x1000, 8).is_none());
     }
 
     #[test]

@@ -436,6 +436,7 @@ impl SwarmIo {
                 }
             }
             let now = self.model.now_ns();
+            let posting = std::time::Instant::now();
             let mut posted = 0;
             while let Some(top) = due.0.front().copied() {
                 if top.target_ns > now {
@@ -455,6 +456,9 @@ impl SwarmIo {
             }
             if arrived > 0 || posted > 0 {
                 tally.busy_ns += began.elapsed().as_nanos() as u64;
+            }
+            if posted > 0 {
+                tally.post_ns += posting.elapsed().as_nanos() as u64;
             }
             if tally != ControllerStats::default() {
                 stats.add(&tally);

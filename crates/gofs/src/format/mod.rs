@@ -195,6 +195,9 @@ impl NvmeBlocks {
             )));
         }
         let lbas_per_block = BLOCK_SIZE as u64 / lba;
+        // Our controllers (the file controller, SwarmIO) run in this process: reads may land
+        // in the caller's buffer with no bounce copy (`read`).
+        dev.enable_direct_host_dma();
         Ok(Self {
             blocks: g.capacity_blocks() / lbas_per_block,
             next_queue: std::sync::atomic::AtomicUsize::new(0),
@@ -215,8 +218,8 @@ impl NvmeBlocks {
     }
 }
 
-/// How long a read may wait for its completion before it is reported as lost.
-const READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+/// Largest read sent as one direct command (the controllers' largest transfer, MDTS).
+const MAX_DIRECT_READ: usize = gpu_nvme::controller::data::MAX_TRANSFER as usize;
 
 impl NvmeBlocks {
     /// The host queue the next command goes to (round robin).
@@ -230,28 +233,9 @@ impl NvmeBlocks {
             .ok_or_else(|| FsError::InvalidArgument("the device has no host queue".into()))
     }
 
-    /// Copies a finished read's data out of its bounce slot and frees the slot; `None` (a
-    /// lost command) keeps the slot reserved, as the command may still complete into it.
-    fn finish_read(
-        h: &gpu_nvme::device::HostQueueHandle<'_>,
-        t: gpu_nvme::queue::Ticket,
-        cqe: Option<gpu_nvme::spec::CompletionEntry>,
-        blk: u64,
-        buf: &mut [u8],
-    ) -> Result<()> {
-        match cqe {
-            Some(c) if c.status().is_success() => {
-                buf.copy_from_slice(h.slot_data(t, buf.len()));
-                h.release(t);
-                Ok(())
-            }
-            Some(c) => {
-                h.release(t);
-                let status = c.status();
-                Err(gpu_nvme::device::DeviceError::Status { op: "read", status }.into())
-            }
-            None => Err(FsError::Corrupt(format!("read of block {blk} timed out"))),
-        }
+    /// Whether a read into `buf` can name `buf` in its PRPs (one command, no bounce copy).
+    fn direct(buf: &[u8]) -> bool {
+        (buf.as_ptr() as usize).is_multiple_of(4) && buf.len() <= MAX_DIRECT_READ
     }
 }
 
@@ -261,13 +245,14 @@ impl BlockIo for NvmeBlocks {
     }
     fn read(&self, blk: u64, buf: &mut [u8]) -> Result<()> {
         self.check(blk, buf.len())?;
-        let h = self.queue()?;
-        let lbas = (buf.len() / BLOCK_SIZE) as u64 * self.lbas_per_block;
-        // One command straight on a host queue (no per-call allocation); a read larger than
-        // a bounce slot goes through the driver, which splits it.
-        match h.submit(false, blk * self.lbas_per_block, lbas as u32, false, |_| {}) {
-            Ok(t) => Self::finish_read(&h, t, h.wait(t, READ_TIMEOUT).ok(), blk, buf),
-            Err(_) => Ok(self.dev.read_blocks(blk * self.lbas_per_block, buf)?),
+        let lba = blk * self.lbas_per_block;
+        // Straight into the caller's buffer when it can be named in PRPs: the controller's
+        // copy is the only one, as with O_DIRECT. Otherwise the driver goes through bounce
+        // slots.
+        if Self::direct(buf) {
+            Ok(self.queue()?.read_direct(lba, buf)?)
+        } else {
+            Ok(self.dev.read_blocks(lba, buf)?)
         }
     }
     fn write(&self, blk: u64, buf: &[u8]) -> Result<()> {
@@ -284,38 +269,18 @@ impl BlockIo for NvmeBlocks {
         Ok(self.dev.deallocate(&[(blk * self.lbas_per_block, lbas)])?)
     }
     fn read_many(&self, reqs: &mut [(u64, &mut [u8])]) -> Result<()> {
-        let h = self.queue()?;
-        let window = (h.depth() as usize / 2).max(1);
-        let mut inflight = std::collections::VecDeque::with_capacity(window);
-        let mut result = Ok(());
-        let mut i = 0;
-        while i < reqs.len() || !inflight.is_empty() {
-            if i < reqs.len() && inflight.len() < window && result.is_ok() {
-                let blk = reqs[i].0;
-                let len = reqs[i].1.len();
-                if let Err(e) = self.check(blk, len) {
-                    result = Err(e);
-                    continue;
-                }
-                let lbas = (len / BLOCK_SIZE) as u64 * self.lbas_per_block;
-                match h.submit(false, blk * self.lbas_per_block, lbas as u32, false, |_| {}) {
-                    Ok(t) => inflight.push_back((t, i)),
-                    // Larger than a bounce slot: read it on its own.
-                    Err(_) => result = self.read(blk, reqs[i].1),
-                }
-                i += 1;
-                continue;
-            }
-            let Some((t, k)) = inflight.pop_front() else {
-                break;
-            };
-            let (blk, buf) = &mut reqs[k];
-            let r = Self::finish_read(&h, t, h.wait(t, READ_TIMEOUT).ok(), *blk, buf);
-            if result.is_ok() {
-                result = r;
-            }
+        for (blk, buf) in reqs.iter() {
+            self.check(*blk, buf.len())?;
         }
-        result
+        if !reqs.iter().all(|(_, buf)| Self::direct(buf)) {
+            return reqs.iter_mut().try_for_each(|(blk, buf)| self.read(*blk, buf));
+        }
+        // All of them in flight together, each into its own buffer.
+        let mut lbas: Vec<(u64, &mut [u8])> = reqs
+            .iter_mut()
+            .map(|(blk, buf)| (*blk * self.lbas_per_block, &mut **buf))
+            .collect();
+        Ok(self.queue()?.read_direct_many(&mut lbas)?)
     }
 }
 

@@ -160,6 +160,8 @@ pub struct StatsCounters {
     pub busy_ns: AtomicU64,
     /// Of `busy_ns`, the nanoseconds spent waiting for copies into GPU memory to land.
     pub copy_wait_ns: AtomicU64,
+    /// Of `busy_ns`, the nanoseconds spent posting completions.
+    pub post_ns: AtomicU64,
     /// Nanoseconds dispatchers (controllers that separate fetching from execution) spent on
     /// fetched batches.
     pub dispatch_ns: AtomicU64,
@@ -183,6 +185,7 @@ impl StatsCounters {
             (&self.batches, delta.batches),
             (&self.busy_ns, delta.busy_ns),
             (&self.copy_wait_ns, delta.copy_wait_ns),
+            (&self.post_ns, delta.post_ns),
             (&self.dispatch_ns, delta.dispatch_ns),
             (&self.cq_full, delta.cq_full),
         ];
@@ -205,6 +208,7 @@ impl StatsCounters {
             batches: self.batches.load(Ordering::Relaxed),
             busy_ns: self.busy_ns.load(Ordering::Relaxed),
             copy_wait_ns: self.copy_wait_ns.load(Ordering::Relaxed),
+            post_ns: self.post_ns.load(Ordering::Relaxed),
             dispatch_ns: self.dispatch_ns.load(Ordering::Relaxed),
             cq_full: self.cq_full.load(Ordering::Relaxed),
         }
@@ -222,6 +226,7 @@ impl std::ops::AddAssign for ControllerStats {
         self.batches += o.batches;
         self.busy_ns += o.busy_ns;
         self.copy_wait_ns += o.copy_wait_ns;
+        self.post_ns += o.post_ns;
         self.dispatch_ns += o.dispatch_ns;
         self.cq_full += o.cq_full;
     }
@@ -248,6 +253,8 @@ pub struct ControllerStats {
     pub busy_ns: u64,
     /// Of `busy_ns`, the nanoseconds spent waiting for copies into GPU memory to land.
     pub copy_wait_ns: u64,
+    /// Of `busy_ns`, the nanoseconds spent posting completions.
+    pub post_ns: u64,
     /// Nanoseconds dispatchers spent on fetched batches.
     pub dispatch_ns: u64,
     /// Completions that found their CQ full and had to wait for the host.
@@ -297,6 +304,7 @@ mod tests {
             batches: 7,
             busy_ns: 8,
             copy_wait_ns: 9,
+            post_ns: 12,
             dispatch_ns: 10,
             cq_full: 11,
         };
