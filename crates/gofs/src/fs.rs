@@ -181,6 +181,10 @@ pub(crate) fn format_root(
 #[derive(Debug)]
 struct Shared {
     engine: Mutex<Engine>,
+    /// the engine's device and read gate, reachable without the engine lock (reads run their
+    /// device commands outside it)
+    io: Arc<dyn BlockIo>,
+    read_gate: Arc<RwLock<()>>,
     ranges: range_locks::InodeRanges,
     /// bytes of all read-ahead windows
     ra_budget: readahead::Budget,
@@ -208,6 +212,8 @@ impl Fs {
         let mut e = Engine::load(io, opts.read_only)?;
         e.recover_orphans()?;
         let shared = Arc::new(Shared {
+            io: Arc::clone(&e.io),
+            read_gate: Arc::clone(&e.read_gate),
             engine: Mutex::new(e),
             ranges: range_locks::InodeRanges::default(),
             ra_budget: readahead::Budget::default(),
@@ -232,6 +238,11 @@ impl Fs {
 
     fn lock(&self) -> MutexGuard<'_, Engine> {
         self.shared.engine.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A read hold on the engine's read gate (take it while holding the engine lock).
+    fn read_gate(&self) -> std::sync::RwLockReadGuard<'_, ()> {
+        self.shared.read_gate.read().unwrap_or_else(|e| e.into_inner())
     }
 
     fn stop_flusher(&mut self) {
@@ -463,11 +474,8 @@ impl Fs {
         offset: u64,
         buf: &mut [u8],
     ) -> Result<(usize, readahead::Stamp, bool)> {
-        // Declared before the engine guard so the gate guard may outlive it.
-        let gate: Arc<RwLock<()>>;
-        let (plan, io, stamp, _gate) = {
+        let (plan, stamp, _gate) = {
             let mut e = self.lock();
-            gate = Arc::clone(&e.read_gate);
             let plan = e.plan_file_read(ino, offset, buf)?;
             let stamp = node.data_gen();
             if let file::ReadPlan::Done(n) = plan {
@@ -476,10 +484,9 @@ impl Fs {
             // Taken while the engine lock is held: segments are freed only by a checkpoint,
             // which holds the engine lock while it waits for the gate, so this never blocks,
             // and no segment holding these addresses is reused until the gate is dropped.
-            let g = gate.read().unwrap_or_else(|e| e.into_inner());
-            (plan, Arc::clone(&e.io), stamp, g)
+            (plan, stamp, self.read_gate())
         };
-        Ok((plan.run(io.as_ref(), buf)?, stamp, true))
+        Ok((plan.run(self.shared.io.as_ref(), buf)?, stamp, true))
     }
 
     /// Reads many files at once (the engine side of the batched API, papers/gofs.md §3.7):
@@ -511,19 +518,16 @@ impl Fs {
             })
             .collect::<Result<Vec<_>>>()?;
         // As in `read`: the gate guard keeps the planned addresses from reuse.
-        let gate: Arc<RwLock<()>>;
-        let (plans, io, _gate) = {
+        let (plans, _gate) = {
             let mut e = self.lock();
-            gate = Arc::clone(&e.read_gate);
             let mut plans = Vec::with_capacity(reqs.len());
             for (ino, off, buf) in reqs.iter_mut() {
                 plans.push(e.plan_file_read(*ino, *off, buf)?);
             }
-            let g = gate.read().unwrap_or_else(|e| e.into_inner());
-            (plans, Arc::clone(&e.io), g)
+            (plans, self.read_gate())
         };
         let mut bufs: Vec<&mut [u8]> = reqs.iter_mut().map(|r| &mut *r.2).collect();
-        file::run_many(plans, io.as_ref(), &mut bufs)
+        file::run_many(plans, self.shared.io.as_ref(), &mut bufs)
     }
 
     /// Writes `data` at `offset`, holding the inode's range lock.

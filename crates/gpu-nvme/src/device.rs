@@ -16,8 +16,8 @@ use crate::queue::{
     HostQueuePair, QueueDescriptor, QueueError, QueueRings, QueueState, Ticket, validate_depth,
 };
 use crate::spec::{
-    Cns, CommandError, CompletionEntry, DsmRange, IdentifyController, IdentifyNamespace,
-    DEFAULT_MAX_TRANSFER, NamespaceGeometry, PrpConfig, PrpPlan, Status, SubmissionEntry,
+    Cns, CommandError, CompletionEntry, DEFAULT_MAX_TRANSFER, DsmRange, IdentifyController,
+    IdentifyNamespace, NamespaceGeometry, PrpConfig, PrpPlan, Status, SubmissionEntry,
 };
 
 /// How long a single command may take before the driver gives up on it.
@@ -793,30 +793,18 @@ impl HostQueueHandle<'_> {
     /// until then, so returning earlier would hand memory it still writes to the caller (a
     /// warning is logged at every [`COMMAND_TIMEOUT`]).
     pub fn read_direct(&self, lba: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
-        self.read_direct_many(&mut [(lba, buf)])
+        self.check_direct(buf)?;
+        let (t, built) = self.submit_direct(lba, buf);
+        let done = self.finish_direct(t, lba);
+        built.and(done)
     }
 
     /// [`read_direct`](Self::read_direct) of every `(first block, buffer)` of `reqs`, up to
     /// half the queue depth in flight at once. Every request is checked before the first is
     /// sent; the first failure is returned after all of them have completed.
     pub fn read_direct_many(&self, reqs: &mut [(u64, &mut [u8])]) -> Result<(), DeviceError> {
-        if !self.dev.ctrl.dma().host_pass_through() {
-            return Err(DeviceError::Invalid(
-                "direct reads need enable_direct_host_dma".into(),
-            ));
-        }
-        let block = self.dev.geometry.block_size() as usize;
-        let prp = PrpConfig::default();
         for (_, buf) in reqs.iter() {
-            self.dev.check_len(buf.len())?;
-            let addr = buf.as_ptr() as u64;
-            if !addr.is_multiple_of(4) || buf.len() > DEFAULT_MAX_TRANSFER as usize {
-                return Err(DeviceError::Invalid(format!(
-                    "direct read of {} bytes at {addr:#x}: not dword aligned or over \
-                     {DEFAULT_MAX_TRANSFER} bytes",
-                    buf.len()
-                )));
-            }
+            self.check_direct(buf)?;
         }
         let window = (self.q.qp.depth() as usize / 2).max(1);
         let mut inflight = std::collections::VecDeque::with_capacity(window.min(reqs.len()));
@@ -827,44 +815,7 @@ impl HostQueueHandle<'_> {
             {
                 result = result.and(self.finish_direct(t, lba));
             }
-            let (addr, len) = (buf.as_mut_ptr() as u64, buf.len());
-            let blocks = (len / block) as u32;
-            let mut built = Ok(());
-            let t = self.q.qp.submit_with(|cid| {
-                let (slot_iova, slot_host) = self.dev.slot_iova(self.q, cid);
-                let list_page = slot_iova + u64::from(self.dev.config.slot_bytes);
-                let sqe = SubmissionEntry::read(cid, 1, *lba, blocks, 0, 0)
-                    .map_err(DeviceError::from)
-                    .and_then(|sqe| {
-                        PrpPlan::new(addr, len as u64, &prp, &[list_page])
-                            .map(|plan| (sqe, plan))
-                            .map_err(|e| DeviceError::Invalid(e.to_string()))
-                    });
-                match sqe {
-                    Ok((mut sqe, plan)) => {
-                        for list in &plan.lists {
-                            let at = (list.addr - slot_iova) as usize;
-                            for (i, e) in list.entries.iter().enumerate() {
-                                // SAFETY: the list page lies at the end of this slot, inside
-                                // the registered region, and the slot is ours until release.
-                                unsafe {
-                                    std::ptr::write_unaligned(
-                                        slot_host.add(at).cast::<u64>().add(i),
-                                        *e,
-                                    );
-                                }
-                            }
-                        }
-                        sqe.prp1 = plan.prp1;
-                        sqe.prp2 = plan.prp2;
-                        sqe
-                    }
-                    Err(e) => {
-                        built = Err(e);
-                        SubmissionEntry::default()
-                    }
-                }
-            });
+            let (t, built) = self.submit_direct(*lba, buf);
             result = result.and(built);
             inflight.push_back((t, *lba));
         }
@@ -872,6 +823,70 @@ impl HostQueueHandle<'_> {
             result = result.and(self.finish_direct(t, lba));
         }
         result
+    }
+
+    /// Refuses a direct read into `buf` that [`read_direct`](Self::read_direct) cannot send.
+    fn check_direct(&self, buf: &[u8]) -> Result<(), DeviceError> {
+        if !self.dev.ctrl.dma().host_pass_through() {
+            return Err(DeviceError::Invalid(
+                "direct reads need enable_direct_host_dma".into(),
+            ));
+        }
+        self.dev.check_len(buf.len())?;
+        let addr = buf.as_ptr() as u64;
+        if !addr.is_multiple_of(4) || buf.len() > DEFAULT_MAX_TRANSFER as usize {
+            return Err(DeviceError::Invalid(format!(
+                "direct read of {} bytes at {addr:#x}: not dword aligned or over \
+                 {DEFAULT_MAX_TRANSFER} bytes",
+                buf.len()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Submits a read of `buf.len()` bytes at `lba` whose PRPs name `buf` (checked by
+    /// [`check_direct`](Self::check_direct)); a command that could not be built goes out as a
+    /// placeholder, and its error comes back with the ticket.
+    fn submit_direct(&self, lba: u64, buf: &mut [u8]) -> (Ticket, Result<(), DeviceError>) {
+        let (addr, len) = (buf.as_mut_ptr() as u64, buf.len());
+        let blocks = (len / self.dev.geometry.block_size() as usize) as u32;
+        let mut built = Ok(());
+        let t = self.q.qp.submit_with(|cid| {
+            let (slot_iova, slot_host) = self.dev.slot_iova(self.q, cid);
+            let list_page = slot_iova + u64::from(self.dev.config.slot_bytes);
+            let sqe = SubmissionEntry::read(cid, 1, lba, blocks, 0, 0)
+                .map_err(DeviceError::from)
+                .and_then(|sqe| {
+                    PrpPlan::new(addr, len as u64, &PrpConfig::default(), &[list_page])
+                        .map(|plan| (sqe, plan))
+                        .map_err(|e| DeviceError::Invalid(e.to_string()))
+                });
+            match sqe {
+                Ok((mut sqe, plan)) => {
+                    for list in &plan.lists {
+                        let at = (list.addr - slot_iova) as usize;
+                        for (i, e) in list.entries.iter().enumerate() {
+                            // SAFETY: the list page lies at the end of this slot, inside the
+                            // registered region, and the slot is ours until release.
+                            unsafe {
+                                std::ptr::write_unaligned(
+                                    slot_host.add(at).cast::<u64>().add(i),
+                                    *e,
+                                );
+                            }
+                        }
+                    }
+                    sqe.prp1 = plan.prp1;
+                    sqe.prp2 = plan.prp2;
+                    sqe
+                }
+                Err(e) => {
+                    built = Err(e);
+                    SubmissionEntry::default()
+                }
+            }
+        });
+        (t, built)
     }
 
     /// Waits for a direct read for as long as it takes (see [`read_direct`](Self::read_direct)),
