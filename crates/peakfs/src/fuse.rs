@@ -6,9 +6,11 @@
 //! [`crate::client`] apply per open file: `write` returns once sent, `flush` (every close(2))
 //! commits, `fsync` also makes the data durable. Attributes are not cached by the kernel
 //! (TTL 0: other clients' commits change sizes), names for [`ENTRY_TTL`]. Permission checks are
-//! the kernel's (`default_permissions`). PeakFS has no hard links (§III-A: link answers
-//! EPERM); symlinks are S_IFLNK inodes holding the target as data; FIFOs, sockets and device
-//! nodes are inodes of their type (device numbers are not stored).
+//! the kernel's (`default_permissions`). Hard links are entries naming one inode, whose link
+//! count its home slice keeps (the paper's PeakFS has none, §III-A); a file unlinked while open
+//! here stays usable until its last release ([`crate::client`]); symlinks are S_IFLNK inodes
+//! holding the target as data; FIFOs, sockets and device nodes are inodes of their type with
+//! their device number.
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -115,10 +117,10 @@ pub fn to_attr(a: &Attr) -> FileAttr {
         crtime: to_time(a.ctime_ns),
         kind: kind(a.mode),
         perm: (a.mode & 0o7777) as u16,
-        nlink: a.nlink.max(1),
+        nlink: a.nlink,
         uid: a.uid,
         gid: a.gid,
-        rdev: 0,
+        rdev: a.rdev,
         blksize: BLKSIZE,
         flags: 0,
     }
@@ -253,6 +255,7 @@ impl fuser::Filesystem for PeakFuse {
             extend_to: None,
             atime_ns: atime.map(time_or_now),
             mtime_ns: mtime.map(time_or_now),
+            nlink_delta: None,
         };
         match self.client().setattr(ino.0, set) {
             Ok(a) => reply.attr(&ATTR_TTL, &to_attr(&a)),
@@ -267,7 +270,7 @@ impl fuser::Filesystem for PeakFuse {
         name: &OsStr,
         mode: u32,
         umask: u32,
-        _rdev: u32,
+        rdev: u32,
         reply: ReplyEntry,
     ) {
         let ty = match mode & libc::S_IFMT {
@@ -276,10 +279,27 @@ impl fuser::Filesystem for PeakFuse {
             t => t,
         };
         let r = self.creator(req, parent.0).and_then(|(who, _)| {
+            let mode = ty | perm(mode, umask);
+            let dev = matches!(ty, libc::S_IFCHR | libc::S_IFBLK);
+            let rdev = if dev { rdev } else { 0 };
             self.client()
-                .mknod_at(parent.0, name.as_bytes(), ty | perm(mode, umask), true, who)
+                .mknod_at(parent.0, name.as_bytes(), mode, rdev, true, who)
         });
         self.reply_new(reply, parent.0, r);
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        let r = self
+            .client()
+            .link_at(ino.0, newparent.0, newname.as_bytes());
+        self.reply_new(reply, newparent.0, r);
     }
 
     fn symlink(
@@ -297,6 +317,7 @@ impl fuser::Filesystem for PeakFuse {
                 parent.0,
                 link_name.as_bytes(),
                 libc::S_IFLNK | 0o777,
+                0,
                 true,
                 who,
             )?;

@@ -9,6 +9,32 @@
 //! `ERROR` frames whose code is [`Errno::error_code`] (`USER_FIRST + errno`).
 //!
 //! Decoding never panics: any short, long or out-of-range payload is a [`ProtoError`].
+//!
+//! # Multi-slice operations
+//!
+//! Every request runs on one slice, as one PStore transaction. The client drives operations
+//! that span slices as ordered steps, each ordered so that an interrupted sequence leaves a
+//! link count too high (a leak) rather than an entry naming a freed inode:
+//!
+//! - **mkdir** in a regular directory: MKINODE at `hash(pino, name)`, then LINK at
+//!   `home(pino)` (RMINODE undoes the inode if the LINK fails). In a bigdir: one CREATE.
+//! - **hard link** `ino` as `(pino, name)`: LINK with `new_link` when the entry's slice holds
+//!   the inode (one transaction); otherwise SETATTR `nlink_delta: +1` at `home(ino)`, then
+//!   LINK (undone with RMINODE if it fails).
+//! - **unlink**: UNLINK at the entry's slice drops the link when the inode is there
+//!   ([`Fate`]); with the inode elsewhere, RMINODE at `home(ino)` drops it. Once freed, the
+//!   client TRUNCATEs the file's data on the other slices.
+//! - **rmdir**: DIRSEAL on the slices of the directory's entries, UNLINK of its entry, RMINODE
+//!   at its home if it is elsewhere.
+//! - **rename**: one RENAME when both entries are on one slice; otherwise LINK (`replace`) at
+//!   the target's slice, then UNLINK (`keep_inode`) at the source's.
+//! - **directory link counts** (2 + sub-directories): a slice changing the entry of a
+//!   directory adjusts the parent's count in the same transaction when the parent's inode is
+//!   there (always for regular directories); otherwise the client sends SETATTR
+//!   `nlink_delta` to the parent's home.
+//! - **open unlinked files**: a client holding files open sets `orphan` on UNLINK, RMINODE,
+//!   LINK and RENAME; an inode losing its last link then stays as an orphan until the client's
+//!   last close sends RMINODE (or the server restarts).
 
 use fabric::{ErrorCode, Opcode};
 
@@ -225,6 +251,8 @@ pub struct Attr {
     pub ctime_ns: i64,
     /// Distribution hints.
     pub hint: Hint,
+    /// Device number of a character or block device node.
+    pub rdev: u32,
 }
 
 impl Attr {
@@ -245,6 +273,7 @@ impl Attr {
         w.extend_from_slice(&self.mtime_ns.to_le_bytes());
         w.extend_from_slice(&self.ctime_ns.to_le_bytes());
         w.push(self.hint.to_byte());
+        w.extend_from_slice(&self.rdev.to_le_bytes());
         w.resize(start + ATTR_BYTES, 0);
     }
 
@@ -262,6 +291,7 @@ impl Attr {
             mtime_ns: a.i64("mtime")?,
             ctime_ns: a.i64("ctime")?,
             hint: Hint::from_byte(a.u8("hint")?)?,
+            rdev: a.u32("rdev")?,
         })
     }
 }
@@ -288,6 +318,11 @@ pub struct SetAttr {
     pub atime_ns: Option<i64>,
     /// New modification time.
     pub mtime_ns: Option<i64>,
+    /// Added to the link count, which stays at least 1 (2 for a directory); ENOENT for an
+    /// inode without links. A client adjusts a directory whose inode is on another slice
+    /// than a changed sub-directory entry, and raises a file's count before a hard link on
+    /// another slice. Dropping a link is [`Request::RmInode`]'s.
+    pub nlink_delta: Option<i32>,
 }
 
 /// One directory entry of a READDIR reply.
@@ -301,20 +336,62 @@ pub struct DirEntry<'a> {
     pub name: &'a [u8],
 }
 
-/// What an UNLINK, LINK (replace) or RENAME removed.
+/// What became of the inode of a removed entry (or of an RMINODE's inode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fate {
+    /// The inode is on another slice: the client drops the link there (RMINODE), unless it
+    /// keeps it (the second step of a rename).
+    Elsewhere,
+    /// The inode is here and keeps links (other hard links, or kept by a rename).
+    Linked,
+    /// The inode lost its last link but stays, without links, as an orphan (the client holds
+    /// it open, request flag `orphan`): the client frees it with RMINODE at its last close;
+    /// the server frees it at its next start otherwise.
+    Orphan,
+    /// The inode lost its last link and was freed with its data on this slice: the client
+    /// frees the data on other slices.
+    Freed,
+}
+
+impl Fate {
+    fn to_byte(self) -> u8 {
+        match self {
+            Fate::Elsewhere => 0,
+            Fate::Linked => 1,
+            Fate::Orphan => 2,
+            Fate::Freed => 3,
+        }
+    }
+
+    fn from_byte(b: u8) -> Result<Self, ProtoError> {
+        Ok(match b {
+            0 => Fate::Elsewhere,
+            1 => Fate::Linked,
+            2 => Fate::Orphan,
+            3 => Fate::Freed,
+            _ => {
+                return Err(ProtoError::BadValue {
+                    field: "fate",
+                    value: b.into(),
+                });
+            }
+        })
+    }
+}
+
+/// What an UNLINK, LINK (replace), RENAME or RMINODE removed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Removed {
     /// The unlinked ino.
     pub ino: u64,
-    /// Its mode.
+    /// Its mode when the inode is on this slice (0 otherwise).
     pub mode: u32,
-    /// Its size when the inode was on this slice (0 otherwise): the client frees the data
-    /// pieces of `[0, size)` on other slices with TRUNCATE.
+    /// Its size when the inode is on this slice (0 otherwise): once it is freed, the client
+    /// frees the data pieces of `[0, size)` on other slices with TRUNCATE.
     pub size: u64,
-    /// The inode was on this slice and was freed with its local data; otherwise the client
-    /// frees it at its home (RMINODE) unless it keeps it (rename).
-    pub inode_freed: bool,
-    /// Its hint when the inode was on this slice (default otherwise): with `size`, where the
+    /// What became of the inode.
+    pub fate: Fate,
+    /// Its hint when the inode is on this slice (default otherwise): with `size`, where the
     /// file's data lies, so that an unlink needs no LOOKUP first.
     pub hint: Hint,
 }
@@ -339,6 +416,30 @@ pub struct UnlinkFlags {
     pub dir: bool,
     /// Remove only the dentry, keep the inode (second step of a cross-slice rename).
     pub keep_inode: bool,
+    /// The client may hold the file open: at its last link it becomes an orphan
+    /// ([`Fate::Orphan`]) instead of being freed.
+    pub orphan: bool,
+}
+
+/// LINK flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LinkFlags {
+    /// Replace an existing entry (rename) instead of failing with EEXIST.
+    pub replace: bool,
+    /// A new hard link: raise the inode's link count in the same transaction (the inode must
+    /// be on this slice, EXDEV otherwise; elsewhere the client raises it first with SETATTR).
+    pub new_link: bool,
+    /// As [`UnlinkFlags::orphan`], for a replaced file.
+    pub orphan: bool,
+}
+
+/// RENAME flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RenameFlags {
+    /// The source is a directory (its inode may be elsewhere): the parents' link counts change.
+    pub dir: bool,
+    /// As [`UnlinkFlags::orphan`], for a replaced file.
+    pub orphan: bool,
 }
 
 /// A decoded request (without its λ).
@@ -362,6 +463,8 @@ pub enum Request<'a> {
         uid: u32,
         /// Group.
         gid: u32,
+        /// Device number (device nodes).
+        rdev: u32,
         /// Hints of the new inode.
         hint: Hint,
         /// Fail if it exists.
@@ -380,7 +483,8 @@ pub enum Request<'a> {
         /// Hints.
         hint: Hint,
     },
-    /// [`op::LINK`]: reply [`Reply::Removed`] (the replaced entry, if `replace`).
+    /// [`op::LINK`]: reply [`Reply::Removed`] (the replaced entry, with `replace`). A
+    /// directory's entry raises the parent's link count when the parent's inode is here.
     Link {
         /// Parent directory.
         pino: u64,
@@ -388,8 +492,8 @@ pub enum Request<'a> {
         ino: u64,
         /// Its mode.
         mode: u32,
-        /// Replace an existing entry (rename) instead of failing with EEXIST.
-        replace: bool,
+        /// Flags.
+        flags: LinkFlags,
         /// Name.
         name: &'a [u8],
     },
@@ -415,7 +519,9 @@ pub enum Request<'a> {
         /// start. Entries come in name order.
         after: &'a [u8],
     },
-    /// [`op::UNLINK`]: reply [`Reply::Removed`] (always `Some`).
+    /// [`op::UNLINK`]: reply [`Reply::Removed`] (always `Some`). Drops a link of the inode
+    /// when it is here (see [`Fate`]); a directory's entry lowers the parent's link count when
+    /// the parent's inode is here.
     Unlink {
         /// Parent directory.
         pino: u64,
@@ -424,10 +530,14 @@ pub enum Request<'a> {
         /// Name.
         name: &'a [u8],
     },
-    /// [`op::RMINODE`]: reply [`Reply::Empty`]; ENOTEMPTY for a directory with entries here.
+    /// [`op::RMINODE`]: reply [`Reply::Removed`] (always `Some`). At an inode's home: frees
+    /// a directory (ENOTEMPTY with entries here) or an orphan (the last close of an unlinked
+    /// open file), drops one link of any other file (see [`Fate`]).
     RmInode {
         /// The inode.
         ino: u64,
+        /// As [`UnlinkFlags::orphan`].
+        orphan: bool,
     },
     /// [`op::DIRSEAL`]: reply [`Reply::Count`] (entries of `pino` on this slice). While
     /// sealed, CREATE/LINK into `pino` on this slice fail with ENOENT.
@@ -444,6 +554,8 @@ pub enum Request<'a> {
         src_pino: u64,
         /// Target directory.
         dst_pino: u64,
+        /// Flags.
+        flags: RenameFlags,
         /// Source name.
         src_name: &'a [u8],
         /// Target name.
@@ -537,6 +649,7 @@ impl<'a> Request<'a> {
                 mode,
                 uid,
                 gid,
+                rdev,
                 hint,
                 excl,
                 name,
@@ -545,6 +658,7 @@ impl<'a> Request<'a> {
                 put_u32(w, mode);
                 put_u32(w, uid);
                 put_u32(w, gid);
+                put_u32(w, rdev);
                 w.push(hint.to_byte());
                 w.push(u8::from(excl));
                 w.extend_from_slice(name);
@@ -564,19 +678,26 @@ impl<'a> Request<'a> {
                 pino,
                 ino,
                 mode,
-                replace,
+                flags,
                 name,
             } => {
                 put_u64(w, pino);
                 put_u64(w, ino);
                 put_u32(w, mode);
-                w.push(u8::from(replace));
+                w.push(
+                    u8::from(flags.replace)
+                        | (u8::from(flags.new_link) << 1)
+                        | (u8::from(flags.orphan) << 2),
+                );
                 w.extend_from_slice(name);
             }
-            Request::GetAttr { ino }
-            | Request::RmInode { ino }
-            | Request::Close { ino }
-            | Request::Fsync { ino } => put_u64(w, ino),
+            Request::GetAttr { ino } | Request::Close { ino } | Request::Fsync { ino } => {
+                put_u64(w, ino)
+            }
+            Request::RmInode { ino, orphan } => {
+                put_u64(w, ino);
+                w.push(u8::from(orphan));
+            }
             Request::SetAttr { ino, set } => {
                 put_u64(w, ino);
                 let mut mask = 0u8;
@@ -588,6 +709,7 @@ impl<'a> Request<'a> {
                     set.extend_to.is_some(),
                     set.atime_ns.is_some(),
                     set.mtime_ns.is_some(),
+                    set.nlink_delta.is_some(),
                 ]
                 .into_iter()
                 .enumerate()
@@ -602,6 +724,7 @@ impl<'a> Request<'a> {
                 put_u64(w, set.extend_to.unwrap_or(0));
                 put_u64(w, set.atime_ns.unwrap_or(0) as u64);
                 put_u64(w, set.mtime_ns.unwrap_or(0) as u64);
+                w.extend_from_slice(&set.nlink_delta.unwrap_or(0).to_le_bytes());
             }
             Request::ReadDir { pino, max, after } => {
                 put_u64(w, pino);
@@ -610,7 +733,11 @@ impl<'a> Request<'a> {
             }
             Request::Unlink { pino, flags, name } => {
                 put_u64(w, pino);
-                w.push(u8::from(flags.dir) | (u8::from(flags.keep_inode) << 1));
+                w.push(
+                    u8::from(flags.dir)
+                        | (u8::from(flags.keep_inode) << 1)
+                        | (u8::from(flags.orphan) << 2),
+                );
                 w.extend_from_slice(name);
             }
             Request::DirSeal { pino, seal } => {
@@ -620,11 +747,13 @@ impl<'a> Request<'a> {
             Request::Rename {
                 src_pino,
                 dst_pino,
+                flags,
                 src_name,
                 dst_name,
             } => {
                 put_u64(w, src_pino);
                 put_u64(w, dst_pino);
+                w.push(u8::from(flags.dir) | (u8::from(flags.orphan) << 1));
                 // Names are checked to be ≤ 255 bytes by the decoder; a longer one is sent
                 // with a truncated length and rejected there.
                 put_u16(w, src_name.len().min(u16::MAX as usize) as u16);
@@ -676,6 +805,7 @@ impl<'a> Request<'a> {
                 mode: r.u32("mode")?,
                 uid: r.u32("uid")?,
                 gid: r.u32("gid")?,
+                rdev: r.u32("rdev")?,
                 hint: Hint::from_byte(r.u8("hint")?)?,
                 excl: r.bool("excl")?,
                 name: r.name_rest()?,
@@ -686,30 +816,36 @@ impl<'a> Request<'a> {
                 gid: r.u32("gid")?,
                 hint: Hint::from_byte(r.u8("hint")?)?,
             },
-            op::LINK => Request::Link {
-                pino: r.u64("pino")?,
-                ino: r.u64("ino")?,
-                mode: r.u32("mode")?,
-                replace: r.bool("replace")?,
-                name: r.name_rest()?,
-            },
+            op::LINK => {
+                let (pino, ino, mode) = (r.u64("pino")?, r.u64("ino")?, r.u32("mode")?);
+                let f = r.flags("flags", 3)?;
+                Request::Link {
+                    pino,
+                    ino,
+                    mode,
+                    flags: LinkFlags {
+                        replace: f & 1 != 0,
+                        new_link: f & 2 != 0,
+                        orphan: f & 4 != 0,
+                    },
+                    name: r.name_rest()?,
+                }
+            }
             op::GETATTR => Request::GetAttr { ino: r.u64("ino")? },
-            op::RMINODE => Request::RmInode { ino: r.u64("ino")? },
+            op::RMINODE => Request::RmInode {
+                ino: r.u64("ino")?,
+                orphan: r.bool("orphan")?,
+            },
             op::CLOSE => Request::Close { ino: r.u64("ino")? },
             op::FSYNC => Request::Fsync { ino: r.u64("ino")? },
             op::SETATTR => {
                 let ino = r.u64("ino")?;
                 let mask = r.u8("mask")?;
-                if mask >> 7 != 0 {
-                    return Err(ProtoError::BadValue {
-                        field: "mask",
-                        value: mask.into(),
-                    });
-                }
                 let on = |bit: u8| mask & (1 << bit) != 0;
                 let (mode, uid, gid) = (r.u32("mode")?, r.u32("uid")?, r.u32("gid")?);
                 let (size, extend_to) = (r.u64("size")?, r.u64("extend_to")?);
                 let (atime, mtime) = (r.i64("atime")?, r.i64("mtime")?);
+                let nlink_delta = r.i32("nlink_delta")?;
                 Request::SetAttr {
                     ino,
                     set: SetAttr {
@@ -720,6 +856,7 @@ impl<'a> Request<'a> {
                         extend_to: on(4).then_some(extend_to),
                         atime_ns: on(5).then_some(atime),
                         mtime_ns: on(6).then_some(mtime),
+                        nlink_delta: on(7).then_some(nlink_delta),
                     },
                 }
             }
@@ -734,16 +871,11 @@ impl<'a> Request<'a> {
             }
             op::UNLINK => {
                 let pino = r.u64("pino")?;
-                let f = r.u8("flags")?;
-                if f >> 2 != 0 {
-                    return Err(ProtoError::BadValue {
-                        field: "flags",
-                        value: f.into(),
-                    });
-                }
+                let f = r.flags("flags", 3)?;
                 let flags = UnlinkFlags {
                     dir: f & 1 != 0,
                     keep_inode: f & 2 != 0,
+                    orphan: f & 4 != 0,
                 };
                 Request::Unlink {
                     pino,
@@ -758,11 +890,16 @@ impl<'a> Request<'a> {
             op::RENAME => {
                 let src_pino = r.u64("src_pino")?;
                 let dst_pino = r.u64("dst_pino")?;
+                let f = r.flags("flags", 2)?;
                 let src_len = usize::from(r.u16("src_len")?);
                 let src_name = check_name(r.bytes("src_name", src_len)?)?;
                 Request::Rename {
                     src_pino,
                     dst_pino,
+                    flags: RenameFlags {
+                        dir: f & 1 != 0,
+                        orphan: f & 2 != 0,
+                    },
                     src_name,
                     dst_name: r.name_rest()?,
                 }
@@ -822,7 +959,7 @@ pub enum Reply<'a> {
         /// The entries.
         entries: Vec<DirEntry<'a>>,
     },
-    /// UNLINK, LINK, RENAME: what was removed.
+    /// UNLINK, LINK, RENAME, RMINODE: what was removed.
     Removed(Option<Removed>),
     /// DIRSEAL: entries held here.
     Count(u64),
@@ -832,7 +969,7 @@ pub enum Reply<'a> {
     Data(&'a [u8]),
     /// STATFS.
     StatFs(StatFs),
-    /// RMINODE, CLOSE, FSYNC, TRUNCATE.
+    /// CLOSE, FSYNC, TRUNCATE.
     Empty,
 }
 
@@ -866,7 +1003,7 @@ impl<'a> Reply<'a> {
                     put_u64(out, r.ino);
                     put_u32(out, r.mode);
                     put_u64(out, r.size);
-                    out.push(u8::from(r.inode_freed));
+                    out.push(r.fate.to_byte());
                     out.push(r.hint.to_byte());
                 }
             }
@@ -914,13 +1051,13 @@ impl<'a> Reply<'a> {
                 }
                 Reply::Entries { more, entries }
             }
-            op::UNLINK | op::LINK | op::RENAME => {
+            op::UNLINK | op::LINK | op::RENAME | op::RMINODE => {
                 if r.bool("removed")? {
                     Reply::Removed(Some(Removed {
                         ino: r.u64("ino")?,
                         mode: r.u32("mode")?,
                         size: r.u64("size")?,
-                        inode_freed: r.bool("inode_freed")?,
+                        fate: Fate::from_byte(r.u8("fate")?)?,
                         hint: Hint::from_byte(r.u8("hint")?)?,
                     }))
                 } else {
@@ -936,7 +1073,7 @@ impl<'a> Reply<'a> {
                 inodes_total: r.u64("inodes_total")?,
                 inodes_used: r.u64("inodes_used")?,
             }),
-            op::RMINODE | op::CLOSE | op::FSYNC | op::TRUNCATE => Reply::Empty,
+            op::CLOSE | op::FSYNC | op::TRUNCATE => Reply::Empty,
             other => return Err(ProtoError::UnknownOpcode(other.0)),
         };
         r.finish()?;
@@ -1013,6 +1150,18 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// A flags byte of which only the low `bits` bits may be set.
+    fn flags(&mut self, field: &'static str, bits: u32) -> Result<u8, ProtoError> {
+        let f = self.u8(field)?;
+        if u32::from(f) >> bits != 0 {
+            return Err(ProtoError::BadValue {
+                field,
+                value: f.into(),
+            });
+        }
+        Ok(f)
+    }
+
     fn u16(&mut self, field: &'static str) -> Result<u16, ProtoError> {
         Ok(u16::from_le_bytes(self.array(field)?))
     }
@@ -1023,6 +1172,10 @@ impl<'a> Reader<'a> {
 
     fn u64(&mut self, field: &'static str) -> Result<u64, ProtoError> {
         Ok(u64::from_le_bytes(self.array(field)?))
+    }
+
+    fn i32(&mut self, field: &'static str) -> Result<i32, ProtoError> {
+        Ok(i32::from_le_bytes(self.array(field)?))
     }
 
     fn i64(&mut self, field: &'static str) -> Result<i64, ProtoError> {
@@ -1076,16 +1229,16 @@ mod tests {
     #[derive(Debug, Clone)]
     enum Owned {
         Lookup(u64, Vec<u8>),
-        Create(u64, u32, u32, u32, Hint, bool, Vec<u8>),
+        Create(u64, [u32; 4], Hint, bool, Vec<u8>),
         MkInode(u32, u32, u32, Hint),
-        Link(u64, u64, u32, bool, Vec<u8>),
+        Link(u64, u64, u32, LinkFlags, Vec<u8>),
         GetAttr(u64),
         SetAttr(u64, SetAttr),
         ReadDir(u64, u32, Vec<u8>),
-        Unlink(u64, bool, bool, Vec<u8>),
-        RmInode(u64),
+        Unlink(u64, UnlinkFlags, Vec<u8>),
+        RmInode(u64, bool),
         DirSeal(u64, bool),
-        Rename(u64, u64, Vec<u8>, Vec<u8>),
+        Rename(u64, u64, RenameFlags, Vec<u8>, Vec<u8>),
         Open(u64, u32),
         Close(u64),
         Write(u64, u64, Vec<u8>),
@@ -1099,11 +1252,12 @@ mod tests {
         fn borrow(&self) -> Request<'_> {
             match self {
                 Owned::Lookup(p, n) => Request::Lookup { pino: *p, name: n },
-                Owned::Create(p, m, u, g, h, e, n) => Request::Create {
+                Owned::Create(p, [m, u, g, r], h, e, n) => Request::Create {
                     pino: *p,
                     mode: *m,
                     uid: *u,
                     gid: *g,
+                    rdev: *r,
                     hint: *h,
                     excl: *e,
                     name: n,
@@ -1114,11 +1268,11 @@ mod tests {
                     gid: *g,
                     hint: *h,
                 },
-                Owned::Link(p, i, m, r, n) => Request::Link {
+                Owned::Link(p, i, m, f, n) => Request::Link {
                     pino: *p,
                     ino: *i,
                     mode: *m,
-                    replace: *r,
+                    flags: *f,
                     name: n,
                 },
                 Owned::GetAttr(i) => Request::GetAttr { ino: *i },
@@ -1128,19 +1282,20 @@ mod tests {
                     max: *m,
                     after: a,
                 },
-                Owned::Unlink(p, d, k, n) => Request::Unlink {
+                Owned::Unlink(p, f, n) => Request::Unlink {
                     pino: *p,
-                    flags: UnlinkFlags {
-                        dir: *d,
-                        keep_inode: *k,
-                    },
+                    flags: *f,
                     name: n,
                 },
-                Owned::RmInode(i) => Request::RmInode { ino: *i },
+                Owned::RmInode(i, o) => Request::RmInode {
+                    ino: *i,
+                    orphan: *o,
+                },
                 Owned::DirSeal(p, s) => Request::DirSeal { pino: *p, seal: *s },
-                Owned::Rename(a, b, s, d) => Request::Rename {
+                Owned::Rename(a, b, f, s, d) => Request::Rename {
                     src_pino: *a,
                     dst_pino: *b,
+                    flags: *f,
                     src_name: s,
                     dst_name: d,
                 },
@@ -1172,9 +1327,10 @@ mod tests {
             opt(any::<u64>()),
             opt(any::<i64>()),
             opt(any::<i64>()),
+            opt(any::<i32>()),
         )
             .prop_map(
-                |(mode, uid, gid, size, extend_to, atime_ns, mtime_ns)| SetAttr {
+                |(mode, uid, gid, size, extend_to, atime_ns, mtime_ns, nlink_delta)| SetAttr {
                     mode,
                     uid,
                     gid,
@@ -1182,8 +1338,38 @@ mod tests {
                     extend_to,
                     atime_ns,
                     mtime_ns,
+                    nlink_delta,
                 },
             )
+    }
+
+    fn link_flags() -> impl Strategy<Value = LinkFlags> {
+        any::<[bool; 3]>().prop_map(|[replace, new_link, orphan]| LinkFlags {
+            replace,
+            new_link,
+            orphan,
+        })
+    }
+
+    fn unlink_flags() -> impl Strategy<Value = UnlinkFlags> {
+        any::<[bool; 3]>().prop_map(|[dir, keep_inode, orphan]| UnlinkFlags {
+            dir,
+            keep_inode,
+            orphan,
+        })
+    }
+
+    fn rename_flags() -> impl Strategy<Value = RenameFlags> {
+        any::<[bool; 2]>().prop_map(|[dir, orphan]| RenameFlags { dir, orphan })
+    }
+
+    fn fate() -> impl Strategy<Value = Fate> {
+        prop_oneof![
+            Just(Fate::Elsewhere),
+            Just(Fate::Linked),
+            Just(Fate::Orphan),
+            Just(Fate::Freed),
+        ]
     }
 
     fn request() -> impl Strategy<Value = Owned> {
@@ -1192,34 +1378,31 @@ mod tests {
             (any::<u64>(), name()).prop_map(|(p, n)| Owned::Lookup(p, n)),
             (
                 any::<u64>(),
-                any::<u32>(),
-                any::<u32>(),
-                any::<u32>(),
+                any::<[u32; 4]>(),
                 hint(),
                 any::<bool>(),
                 name()
             )
-                .prop_map(|(p, m, u, g, h, e, n)| Owned::Create(p, m, u, g, h, e, n)),
+                .prop_map(|(p, a, h, e, n)| Owned::Create(p, a, h, e, n)),
             (any::<u32>(), any::<u32>(), any::<u32>(), hint())
                 .prop_map(|(m, u, g, h)| Owned::MkInode(m, u, g, h)),
             (
                 any::<u64>(),
                 any::<u64>(),
                 any::<u32>(),
-                any::<bool>(),
+                link_flags(),
                 name()
             )
-                .prop_map(|(p, i, m, r, n)| Owned::Link(p, i, m, r, n)),
+                .prop_map(|(p, i, m, f, n)| Owned::Link(p, i, m, f, n)),
             any::<u64>().prop_map(Owned::GetAttr),
             (any::<u64>(), setattr()).prop_map(|(i, s)| Owned::SetAttr(i, s)),
             (any::<u64>(), any::<u32>(), proptest::option::of(name()))
                 .prop_map(|(p, m, a)| Owned::ReadDir(p, m, a.unwrap_or_default())),
-            (any::<u64>(), any::<bool>(), any::<bool>(), name())
-                .prop_map(|(p, d, k, n)| Owned::Unlink(p, d, k, n)),
-            any::<u64>().prop_map(Owned::RmInode),
+            (any::<u64>(), unlink_flags(), name()).prop_map(|(p, f, n)| Owned::Unlink(p, f, n)),
+            (any::<u64>(), any::<bool>()).prop_map(|(i, o)| Owned::RmInode(i, o)),
             (any::<u64>(), any::<bool>()).prop_map(|(p, s)| Owned::DirSeal(p, s)),
-            (any::<u64>(), any::<u64>(), name(), name())
-                .prop_map(|(a, b, s, d)| Owned::Rename(a, b, s, d)),
+            (any::<u64>(), any::<u64>(), rename_flags(), name(), name())
+                .prop_map(|(a, b, f, s, d)| Owned::Rename(a, b, f, s, d)),
             (any::<u64>(), any::<u32>()).prop_map(|(i, f)| Owned::Open(i, f)),
             any::<u64>().prop_map(Owned::Close),
             (
@@ -1238,12 +1421,17 @@ mod tests {
     fn attr() -> impl Strategy<Value = Attr> {
         (
             any::<[u64; 2]>(),
-            any::<[u32; 4]>(),
+            any::<[u32; 5]>(),
             any::<[i64; 3]>(),
             hint(),
         )
             .prop_map(
-                |([ino, size], [mode, uid, gid, nlink], [atime_ns, mtime_ns, ctime_ns], hint)| {
+                |(
+                    [ino, size],
+                    [mode, uid, gid, nlink, rdev],
+                    [atime_ns, mtime_ns, ctime_ns],
+                    hint,
+                )| {
                     Attr {
                         ino,
                         mode,
@@ -1255,6 +1443,7 @@ mod tests {
                         mtime_ns,
                         ctime_ns,
                         hint,
+                        rdev,
                     }
                 },
             )
@@ -1297,6 +1486,66 @@ mod tests {
             Request::decode(op::LOOKUP, &long).unwrap_err().errno(),
             Errno::ENAMETOOLONG
         );
+    }
+
+    #[test]
+    fn unknown_flag_bits_and_fates_are_errors() {
+        let link = Request::Link {
+            pino: 1,
+            ino: 2,
+            mode: 0,
+            flags: LinkFlags::default(),
+            name: b"n",
+        }
+        .encode(0);
+        let unlink = Request::Unlink {
+            pino: 1,
+            flags: UnlinkFlags::default(),
+            name: b"n",
+        }
+        .encode(0);
+        let rename = Request::Rename {
+            src_pino: 1,
+            dst_pino: 1,
+            flags: RenameFlags::default(),
+            src_name: b"a",
+            dst_name: b"b",
+        }
+        .encode(0);
+        let rminode = Request::RmInode {
+            ino: 1,
+            orphan: false,
+        }
+        .encode(0);
+        // The flags byte of each, and the first value with an unknown bit set.
+        for (o, mut p, at, bad) in [
+            (op::LINK, link, 28, 8u8),
+            (op::UNLINK, unlink, 16, 8),
+            (op::RENAME, rename, 24, 4),
+            (op::RMINODE, rminode, 16, 2),
+        ] {
+            assert!(Request::decode(o, &p).is_ok());
+            p[at] = bad;
+            assert!(
+                matches!(Request::decode(o, &p), Err(ProtoError::BadValue { .. })),
+                "{}",
+                op::name(o)
+            );
+        }
+        let mut out = Vec::new();
+        Reply::Removed(Some(Removed {
+            ino: 1,
+            mode: 0,
+            size: 0,
+            fate: Fate::Freed,
+            hint: Hint::default(),
+        }))
+        .encode(&mut out);
+        out[21] = 4;
+        assert!(matches!(
+            Reply::decode(op::UNLINK, &out),
+            Err(ProtoError::BadValue { field: "fate", .. })
+        ));
     }
 
     #[test]
@@ -1370,15 +1619,17 @@ mod tests {
         fn other_replies_round_trip(
             a in opt(attr()), ino in any::<u64>(), mode in any::<u32>(), h in hint(),
             names in proptest::collection::vec(name(), 0..20), more in any::<bool>(),
-            freed in opt(any::<bool>()), n in any::<u64>(), st in any::<[u64; 4]>(),
+            fate in opt(fate()), n in any::<u64>(), st in any::<[u64; 4]>(),
         ) {
+            let removed = fate.map(|fate| Removed { ino, mode, size: n, fate, hint: h });
             let cases: Vec<(Opcode, Reply<'_>)> = vec![
                 (op::LOOKUP, Reply::Lookup { ino, mode, attr: a }),
                 (op::READDIR, Reply::Entries {
                     more,
                     entries: names.iter().map(|nm| DirEntry { ino, mode, name: nm }).collect(),
                 }),
-                (op::UNLINK, Reply::Removed(freed.map(|f| Removed { ino, mode, size: n, inode_freed: f, hint: h }))),
+                (op::UNLINK, Reply::Removed(removed)),
+                (op::RMINODE, Reply::Removed(removed)),
                 (op::DIRSEAL, Reply::Count(n)),
                 (op::WRITE, Reply::Written(mode)),
                 (op::READ, Reply::Data(names.first().map_or(&[][..], |v| v))),

@@ -225,3 +225,207 @@ fn a_dead_server_gives_an_error_after_the_timeout_not_a_hang() {
     assert!(t.elapsed() < Duration::from_secs(15));
     assert_eq!(Errno::ENOENT.0, libc::ENOENT);
 }
+
+fn big() -> Hint {
+    Hint {
+        bigdir: true,
+        ..Hint::default()
+    }
+}
+
+#[test]
+fn hard_links_across_slices_share_one_inode_that_the_last_unlink_frees() {
+    let cl = Cluster::start(2);
+    let mut c = cl.client();
+    c.mkdir("/reg", 0o755, None).unwrap();
+    c.mkdir("/big", 0o755, Some(big())).unwrap();
+    let data = pattern(7, 300_000);
+    let fd = c.create("/reg/f", 0o644).unwrap();
+    c.write(fd, &data).unwrap();
+    c.close(fd).unwrap();
+    let f = c.stat("/reg/f").unwrap();
+    let inodes = c.statfs().unwrap().inodes_used;
+
+    // Names in the bigdir land on the inode's slice (one LINK) or on others (SETATTR at the
+    // inode's home, then LINK): take two of each.
+    let layout = *c.layout();
+    let home = layout.route(peakfs::placement::home_lambda(f.ino));
+    let (mut here, mut away) = (Vec::new(), Vec::new());
+    for i in 0..200 {
+        let name = format!("l{i}");
+        let l = layout.dentry_lambda(c.stat("/big").unwrap().ino, true, name.as_bytes());
+        let v = if layout.route(l) == home {
+            &mut here
+        } else {
+            &mut away
+        };
+        if v.len() < 2 {
+            v.push(format!("/big/{name}"));
+        }
+    }
+    assert!(here.len() == 2 && away.len() == 2, "{here:?} {away:?}");
+    let mut names = vec!["/reg/f".to_string(), "/reg/g".to_string()];
+    names.extend(here.into_iter().chain(away));
+    let mut ctime = f.ctime_ns;
+    for (n, to) in names.iter().enumerate().skip(1) {
+        let a = c.link("/reg/f", to).unwrap();
+        assert_eq!((a.ino, a.nlink), (f.ino, n as u32 + 1), "{to}");
+        assert!(a.ctime_ns > ctime, "{to}: link changes the file's ctime");
+        ctime = a.ctime_ns;
+    }
+    for n in &names {
+        let a = c.stat(n).unwrap();
+        assert_eq!((a.ino, a.nlink, a.size), (f.ino, 6, 300_000), "{n}");
+    }
+    assert_eq!(c.statfs().unwrap().inodes_used, inodes, "no new inode");
+    assert_eq!(errno(c.link("/reg/f", "/reg/g")), libc::EEXIST);
+    // On another slice than the inode: the count raised first is lowered again.
+    assert_eq!(errno(c.link("/reg/f", &names[5])), libc::EEXIST);
+    assert_eq!(errno(c.link("/big", "/reg/dirlink")), libc::EPERM);
+    assert_eq!(errno(c.link("/reg/nothing", "/reg/x")), libc::ENOENT);
+    assert_eq!(
+        c.stat("/reg/f").unwrap().nlink,
+        6,
+        "failed links change nothing"
+    );
+
+    // Renaming another file over a link drops that link only.
+    let fd = c.create("/reg/other", 0o644).unwrap();
+    c.close(fd).unwrap();
+    c.rename("/reg/other", &names[4]).unwrap();
+    assert_eq!(c.stat("/reg/f").unwrap().nlink, 5);
+    names.remove(4);
+
+    // Unlinks drop one link each; the data stays until the last.
+    for (k, n) in names.iter().enumerate() {
+        let left = names.len() - k;
+        let fd = c.open(&names[names.len() - 1], libc::O_RDONLY, 0).unwrap();
+        assert!(c.pread(fd, data.len(), 0).unwrap() == data, "{left} links");
+        c.close(fd).unwrap();
+        c.unlink(n).unwrap();
+        assert_eq!(errno(c.stat(n)), libc::ENOENT);
+        match c.getattr(f.ino) {
+            Ok(a) => assert_eq!(a.nlink as usize, left - 1, "after unlinking {n}"),
+            Err(e) => assert!(left == 1 && e.errno() == libc::ENOENT, "{n}: {e}"),
+        }
+    }
+    // The renamed-over file is one inode more than before; the linked file is gone.
+    assert_eq!(c.statfs().unwrap().inodes_used, inodes);
+}
+
+#[test]
+fn directory_link_counts_follow_mkdir_rmdir_and_rename_between_parents() {
+    let cl = Cluster::start(2);
+    let mut c = cl.client();
+    let root = c.stat("/").unwrap().nlink;
+    c.mkdir("/p1", 0o755, None).unwrap();
+    c.mkdir("/p2", 0o755, Some(big())).unwrap();
+    assert_eq!(c.stat("/").unwrap().nlink, root + 2);
+    let n = |c: &mut peakfs::client::Client| {
+        (c.stat("/p1").unwrap().nlink, c.stat("/p2").unwrap().nlink)
+    };
+    assert_eq!(n(&mut c), (2, 2));
+    // In a regular directory the parent's slice changes its count; a bigdir's children sit
+    // on other slices too, whose changes the client sends to the parent's home.
+    for i in 0..4 {
+        c.mkdir(&format!("/p1/a{i}"), 0o755, None).unwrap();
+        c.mkdir(&format!("/p2/b{i}"), 0o755, None).unwrap();
+    }
+    let fd = c.create("/p1/file", 0o644).unwrap();
+    c.close(fd).unwrap();
+    assert_eq!(n(&mut c), (6, 6), "files do not count");
+    c.rename("/p1/a0", "/p2/a0").unwrap();
+    assert_eq!(n(&mut c), (5, 7));
+    c.rename("/p2/b0", "/p2/b0.renamed").unwrap();
+    assert_eq!(n(&mut c), (5, 7), "a rename within a directory");
+    // Over an empty directory: p1 loses a1 and gains b1.
+    c.rename("/p2/b1", "/p1/a1").unwrap();
+    assert_eq!(n(&mut c), (5, 6));
+    c.rename("/p1/file", "/p2/file").unwrap();
+    assert_eq!(n(&mut c), (5, 6), "moving a file");
+    for e in c.readdir("/p1").unwrap() {
+        c.rmdir(&format!("/p1/{}", String::from_utf8_lossy(&e.name)))
+            .unwrap();
+    }
+    for e in c.readdir("/p2").unwrap() {
+        let path = format!("/p2/{}", String::from_utf8_lossy(&e.name));
+        if e.mode & libc::S_IFMT == libc::S_IFDIR {
+            c.rmdir(&path).unwrap();
+        } else {
+            c.unlink(&path).unwrap();
+        }
+    }
+    assert_eq!(n(&mut c), (2, 2));
+    c.rmdir("/p1").unwrap();
+    c.rmdir("/p2").unwrap();
+    assert_eq!(c.stat("/").unwrap().nlink, root);
+}
+
+#[test]
+fn a_file_unlinked_or_replaced_while_open_stays_usable_until_its_last_close() {
+    let cl = Cluster::start(2);
+    let mut c = cl.client();
+    c.mkdir("/d", 0o755, None).unwrap();
+    let inodes = c.statfs().unwrap().inodes_used;
+    let fd = c.create("/d/f", 0o644).unwrap();
+    c.write(fd, &pattern(1, 150_000)).unwrap();
+    let fd2 = c.open("/d/f", libc::O_RDWR, 0).unwrap();
+    let ino = c.fstat(fd).unwrap().ino;
+    c.unlink("/d/f").unwrap();
+    assert_eq!(errno(c.stat("/d/f")), libc::ENOENT);
+    assert!(c.readdir("/d").unwrap().is_empty());
+    let a = c.fstat(fd).unwrap();
+    assert_eq!((a.nlink, a.size), (0, 150_000), "an open unlinked file");
+    c.pwrite(fd, b"still here", 150_000).unwrap();
+    c.fsync(fd).unwrap();
+    assert_eq!(c.pread(fd2, 10, 150_000).unwrap(), b"still here");
+    assert!(c.pread(fd2, 150_000, 0).unwrap() == pattern(1, 150_000));
+    c.close(fd).unwrap();
+    assert_eq!(c.fstat(fd2).unwrap().nlink, 0, "one descriptor still open");
+    c.close(fd2).unwrap();
+    assert_eq!(
+        errno(c.getattr(ino)),
+        libc::ENOENT,
+        "freed at the last close"
+    );
+    assert_eq!(c.statfs().unwrap().inodes_used, inodes);
+
+    // Renaming over an open file: the reader keeps the old content.
+    for (name, seed) in [("/d/g", 2), ("/d/h", 3)] {
+        let fd = c.create(name, 0o644).unwrap();
+        c.write(fd, &pattern(seed, 5000)).unwrap();
+        c.close(fd).unwrap();
+    }
+    let reader = c.open("/d/g", libc::O_RDONLY, 0).unwrap();
+    let old = c.fstat(reader).unwrap().ino;
+    c.rename("/d/h", "/d/g").unwrap();
+    assert_eq!(c.pread(reader, 5000, 0).unwrap(), pattern(2, 5000));
+    c.close(reader).unwrap();
+    assert_eq!(errno(c.getattr(old)), libc::ENOENT);
+    let fd = c.open("/d/g", libc::O_RDONLY, 0).unwrap();
+    assert_eq!(c.pread(fd, 5000, 0).unwrap(), pattern(3, 5000));
+    c.close(fd).unwrap();
+    // A file not open here is freed at once even while other files are open.
+    let fd = c.create("/d/busy", 0o644).unwrap();
+    c.unlink("/d/g").unwrap();
+    c.close(fd).unwrap();
+    c.unlink("/d/busy").unwrap();
+    assert_eq!(c.statfs().unwrap().inodes_used, inodes);
+}
+
+#[test]
+fn device_numbers_round_trip_through_mknod_and_stat() {
+    let cl = Cluster::start(2);
+    let mut c = cl.client();
+    let who = peakfs::client::Caller { uid: 0, gid: 0 };
+    let root = c.stat("/").unwrap().ino;
+    for (name, ty, rdev) in [
+        (&b"chr"[..], libc::S_IFCHR, 0x0501),
+        (b"blk", libc::S_IFBLK, 0x0803),
+    ] {
+        let a = c.mknod_at(root, name, ty | 0o600, rdev, true, who).unwrap();
+        assert_eq!((a.mode, a.rdev), (ty | 0o600, rdev));
+        let path = format!("/{}", String::from_utf8_lossy(name));
+        assert_eq!(c.stat(&path).unwrap().rdev, rdev);
+    }
+}

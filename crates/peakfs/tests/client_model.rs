@@ -2,7 +2,8 @@
 //! (master + 2 servers), checked against a model under commit consistency (§III-D): a file's
 //! content and size must equal the model's once every writer committed (fsync or close);
 //! while another client holds uncommitted writes to a file, its content is not checked.
-//! Namespace operations are synchronous and checked always (stat, readdir, errno).
+//! Namespace operations are synchronous and checked always (stat, readdir, errno, and the link
+//! count of files with hard links, also across directories and slices).
 //!
 //! The seed is printed; `PEAKFS_MODEL_SEED=N` replays a run, `PEAKFS_MODEL_OPS=N` sets its
 //! length.
@@ -39,12 +40,38 @@ struct Writer {
     dirty: bool,
 }
 
+/// A file of the model.
+struct File {
+    /// Content after all acknowledged writes (what a reader sees once committed).
+    content: Vec<u8>,
+    /// Created in the I/O-distributed directory: written and read at offset 0 only.
+    io: bool,
+}
+
 #[derive(Default)]
 struct Model {
-    /// path → content after all acknowledged writes (what a reader sees once committed).
-    files: BTreeMap<String, Vec<u8>>,
-    /// path → its open writer (at most one per file, as in a checkpointing HPC job).
-    writers: BTreeMap<String, Writer>,
+    /// path → file id (hard links: several paths, one id).
+    names: BTreeMap<String, u64>,
+    /// file id → the file.
+    files: BTreeMap<u64, File>,
+    /// file id → its open writer (at most one per file, as in a checkpointing HPC job).
+    writers: BTreeMap<u64, Writer>,
+    next_id: u64,
+}
+
+impl Model {
+    fn links(&self, id: u64) -> u32 {
+        self.names.values().filter(|&&i| i == id).count() as u32
+    }
+
+    /// Drops name `path`; the file goes with its last name.
+    fn unname(&mut self, path: &str) {
+        if let Some(id) = self.names.remove(path)
+            && self.links(id) == 0
+        {
+            self.files.remove(&id);
+        }
+    }
 }
 
 const DIRS: [&str; 3] = ["/blk", "/big", "/io"];
@@ -105,14 +132,21 @@ fn random_operations_of_several_clients_match_a_commit_consistent_model() {
         let dir = DIRS[rng.below(DIRS.len() as u64) as usize];
         let path = format!("{dir}/f{}", rng.below(6));
         let ctx = format!("seed {seed} step {step} client {ci} {path}");
-        let exists = m.files.contains_key(&path);
+        let id = m.names.get(&path).copied();
+        let exists = id.is_some();
         let c = &mut clients[ci];
-        match rng.below(9) {
+        match rng.below(10) {
             // create (O_EXCL): EEXIST exactly when the model has it.
             0 => match c.open(&path, libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY, 0o644) {
                 Ok(fd) => {
                     assert!(!exists, "{ctx}: O_EXCL create of an existing file");
-                    m.files.insert(path.clone(), Vec::new());
+                    let file = File {
+                        content: Vec::new(),
+                        io: dir == "/io",
+                    };
+                    m.next_id += 1;
+                    m.files.insert(m.next_id, file);
+                    m.names.insert(path.clone(), m.next_id);
                     c.close(fd).unwrap();
                 }
                 Err(e) => {
@@ -122,11 +156,12 @@ fn random_operations_of_several_clients_match_a_commit_consistent_model() {
             },
             // write through this file's writer (opened on first use).
             1 | 2 if exists => {
-                let w = match m.writers.get_mut(&path) {
+                let id = id.unwrap();
+                let w = match m.writers.get_mut(&id) {
                     Some(w) => w,
                     None => {
                         let fd = c.open(&path, libc::O_WRONLY, 0).unwrap();
-                        m.writers.entry(path.clone()).or_insert(Writer {
+                        m.writers.entry(id).or_insert(Writer {
                             client: ci,
                             fd,
                             dirty: false,
@@ -134,7 +169,7 @@ fn random_operations_of_several_clients_match_a_commit_consistent_model() {
                     }
                 };
                 let len = 1 + rng.below(64 << 10) as usize;
-                let off = if dir == "/io" {
+                let off = if m.files[&id].io {
                     // I/O-based files are read back at the offsets written: keep one stream.
                     0
                 } else {
@@ -143,7 +178,7 @@ fn random_operations_of_several_clients_match_a_commit_consistent_model() {
                 let data = content(rng.next(), len);
                 clients[w.client].pwrite(w.fd, &data, off).unwrap();
                 w.dirty = true;
-                let f = m.files.get_mut(&path).unwrap();
+                let f = &mut m.files.get_mut(&id).unwrap().content;
                 let end = off as usize + len;
                 if f.len() < end {
                     f.resize(end, 0);
@@ -152,24 +187,27 @@ fn random_operations_of_several_clients_match_a_commit_consistent_model() {
             }
             // commit: fsync or close of the writer.
             3 => {
-                if let Some(w) = m.writers.get_mut(&path) {
+                if let Some(id) = id
+                    && let Some(w) = m.writers.get_mut(&id)
+                {
                     if rng.below(2) == 0 {
                         clients[w.client].fsync(w.fd).unwrap();
                         w.dirty = false;
                     } else {
-                        let w = m.writers.remove(&path).unwrap();
+                        let w = m.writers.remove(&id).unwrap();
                         clients[w.client].close(w.fd).unwrap();
                     }
                 }
             }
-            // read + stat by any client: exact once committed.
+            // read + stat by any client: the link count always, data exact once committed.
             4 | 5 => {
-                let committed = m.writers.get(&path).is_none_or(|w| !w.dirty);
+                let committed = id.is_none_or(|id| m.writers.get(&id).is_none_or(|w| !w.dirty));
                 match c.stat(&path) {
                     Ok(a) => {
-                        assert!(exists, "{ctx}: stat found a removed file");
+                        let id = id.unwrap_or_else(|| panic!("{ctx}: stat found a removed file"));
+                        assert_eq!(a.nlink, m.links(id), "{ctx}: link count");
                         if committed {
-                            let want = &m.files[&path];
+                            let want = &m.files[&id].content;
                             assert_eq!(a.size, want.len() as u64, "{ctx}: size");
                             let got = read_all(c, &path);
                             assert!(got == *want, "{ctx}: content differs ({} bytes)", got.len());
@@ -182,10 +220,10 @@ fn random_operations_of_several_clients_match_a_commit_consistent_model() {
                 }
             }
             // unlink (not while open for writing).
-            6 if !m.writers.contains_key(&path) => match c.unlink(&path) {
+            6 if id.is_none_or(|id| !m.writers.contains_key(&id)) => match c.unlink(&path) {
                 Ok(()) => {
                     assert!(exists, "{ctx}: unlinked a missing file");
-                    m.files.remove(&path);
+                    m.unname(&path);
                 }
                 Err(e) => {
                     assert!(!exists, "{ctx}: unlink failed: {e}");
@@ -195,15 +233,35 @@ fn random_operations_of_several_clients_match_a_commit_consistent_model() {
             // rename within the directory (files without writers on either side).
             7 => {
                 let to = format!("{dir}/f{}", rng.below(6));
-                if exists
-                    && to != path
-                    && !m.writers.contains_key(&path)
-                    && !m.writers.contains_key(&to)
-                {
+                let to_id = m.names.get(&to).copied();
+                let busy = |i: Option<u64>| i.is_some_and(|i| m.writers.contains_key(&i));
+                if exists && to != path && !busy(id) && !busy(to_id) {
                     c.rename(&path, &to)
                         .unwrap_or_else(|e| panic!("{ctx} → {to}: {e}"));
-                    let f = m.files.remove(&path).unwrap();
-                    m.files.insert(to, f);
+                    // Two names of one file: rename does nothing.
+                    if to_id != id {
+                        m.unname(&to);
+                        m.names.remove(&path);
+                        m.names.insert(to, id.unwrap());
+                    }
+                }
+            }
+            // hard link, into any of the directories: EEXIST exactly when the name is taken.
+            8 => {
+                let to_dir = DIRS[rng.below(DIRS.len() as u64) as usize];
+                let to = format!("{to_dir}/f{}", rng.below(6));
+                match c.link(&path, &to) {
+                    Ok(a) => {
+                        let id = id.unwrap_or_else(|| panic!("{ctx}: linked a missing file"));
+                        assert!(!m.names.contains_key(&to), "{ctx} → {to}: replaced a name");
+                        m.names.insert(to, id);
+                        assert_eq!(a.nlink, m.links(id), "{ctx}: link count after link");
+                    }
+                    Err(e) if exists => {
+                        assert!(m.names.contains_key(&to), "{ctx} → {to}: link failed: {e}");
+                        assert_eq!(e.errno(), libc::EEXIST, "{ctx} → {to}");
+                    }
+                    Err(e) => assert_eq!(e.errno(), libc::ENOENT, "{ctx} → {to}"),
                 }
             }
             // readdir of the directory: exactly the model's names.
@@ -215,7 +273,7 @@ fn random_operations_of_several_clients_match_a_commit_consistent_model() {
                     .map(|e| format!("{dir}/{}", String::from_utf8_lossy(&e.name)))
                     .collect();
                 let want: BTreeSet<String> = m
-                    .files
+                    .names
                     .keys()
                     .filter(|p| p.starts_with(&format!("{dir}/")))
                     .cloned()
@@ -228,11 +286,13 @@ fn random_operations_of_several_clients_match_a_commit_consistent_model() {
     for (_, w) in std::mem::take(&mut m.writers) {
         clients[w.client].close(w.fd).unwrap();
     }
-    for (path, want) in &m.files {
+    for (path, id) in &m.names {
+        let want = &m.files[id].content;
         for c in &mut clients {
+            let a = c.stat(path).unwrap();
             assert_eq!(
-                c.stat(path).unwrap().size,
-                want.len() as u64,
+                (a.size, a.nlink),
+                (want.len() as u64, m.links(*id)),
                 "seed {seed} {path}"
             );
             assert!(

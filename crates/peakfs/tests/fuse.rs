@@ -99,3 +99,66 @@ fn a_fuse_mount_behaves_like_a_posix_file_system_and_commits_on_close() {
     assert_eq!(std::fs::read_dir(m).unwrap().count(), 0);
     session.umount_and_join().unwrap();
 }
+
+#[test]
+fn hard_links_device_numbers_and_open_unlinked_files_through_the_kernel() {
+    if !fuse_available() {
+        return;
+    }
+    let cl = Cluster::start(2);
+    let mnt = tempfile::tempdir().unwrap();
+    let session = peakfs::fuse::spawn_mount(cl.client(), mnt.path(), 2).unwrap();
+    let m = mnt.path();
+    std::fs::create_dir(m.join("a")).unwrap();
+    std::fs::create_dir(m.join("b")).unwrap();
+    assert_eq!(std::fs::metadata(m).unwrap().nlink(), 4, "root: 2 + a + b");
+    std::fs::write(m.join("a/f"), b"shared").unwrap();
+    std::fs::hard_link(m.join("a/f"), m.join("b/g")).unwrap();
+    let (f, g) = (
+        std::fs::metadata(m.join("a/f")).unwrap(),
+        std::fs::metadata(m.join("b/g")).unwrap(),
+    );
+    assert_eq!((f.ino(), f.nlink()), (g.ino(), 2));
+    std::fs::write(m.join("b/g"), b"changed").unwrap();
+    assert_eq!(std::fs::read(m.join("a/f")).unwrap(), b"changed");
+    std::fs::remove_file(m.join("a/f")).unwrap();
+    assert_eq!(std::fs::metadata(m.join("b/g")).unwrap().nlink(), 1);
+
+    let dev = std::ffi::CString::new(m.join("tty").into_os_string().into_encoded_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    let r = unsafe { libc::mknod(dev.as_ptr(), libc::S_IFCHR | 0o600, libc::makedev(4, 64)) };
+    assert_eq!(r, 0);
+    assert_eq!(
+        std::fs::symlink_metadata(m.join("tty")).unwrap().rdev(),
+        libc::makedev(4, 64)
+    );
+
+    std::fs::rename(m.join("b"), m.join("a/b")).unwrap();
+    assert_eq!(std::fs::metadata(m).unwrap().nlink(), 3);
+    assert_eq!(std::fs::metadata(m.join("a")).unwrap().nlink(), 3);
+
+    let mut open = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(m.join("a/b/g"))
+        .unwrap();
+    std::fs::remove_file(m.join("a/b/g")).unwrap();
+    assert_eq!(open.metadata().unwrap().nlink(), 0);
+    open.seek(SeekFrom::End(0)).unwrap();
+    open.write_all(b" and unlinked").unwrap();
+    let mut back = String::new();
+    open.seek(SeekFrom::Start(0)).unwrap();
+    open.read_to_string(&mut back).unwrap();
+    assert_eq!(back, "changed and unlinked");
+    drop(open);
+    std::fs::remove_file(m.join("tty")).unwrap();
+    std::fs::remove_dir(m.join("a/b")).unwrap();
+    std::fs::remove_dir(m.join("a")).unwrap();
+    assert_eq!(std::fs::metadata(m).unwrap().nlink(), 2);
+    session.umount_and_join().unwrap();
+    assert_eq!(
+        cl.client().statfs().unwrap().inodes_used,
+        1,
+        "only the root is left"
+    );
+}

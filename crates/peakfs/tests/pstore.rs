@@ -8,7 +8,7 @@ use std::sync::Arc;
 use gpu_nvme::controller::file::{FileController, FileControllerConfig};
 use gpu_nvme::device::{DeviceConfig, NvmeDevice};
 use peakfs::pstore::inode::Hint;
-use peakfs::pstore::{PStore, PStoreConfig, PStoreError, SetAttr};
+use peakfs::pstore::{NewInode, PStore, PStoreConfig, PStoreError, Relink, SetAttr};
 use proptest::prelude::*;
 use pstore_support::{check_pages, small_config, swarm, swarm_queues};
 
@@ -169,6 +169,165 @@ fn inodes_stored_for_other_workers_are_read_by_ino_and_by_offset() {
         )
         .unwrap();
     assert_eq!((a.mode, a.uid), (0o040700, 5));
+}
+
+#[test]
+fn hard_links_share_one_inode_whose_last_unlink_frees_it_and_its_data() {
+    let (_c, dev) = swarm(32 << 20, 4096);
+    let mut s = PStore::format(dev, &small_config(4096)).unwrap();
+    let f = s.create(1, b"a", REG, 0, 0, Hint::default()).unwrap();
+    // Three 16 KiB blocks: the first inline, two in the hashtable.
+    s.write(f.ino, 0, &[7u8; 40_000]).unwrap();
+    let before = s.getattr(f.ino).unwrap();
+    let orphaned = s
+        .relink(&Relink {
+            insert: Some((1, b"b", f.ino)),
+            links: &[(f.ino, 1)],
+            ..Relink::default()
+        })
+        .unwrap();
+    assert!(orphaned.is_empty());
+    let linked = s.getattr(f.ino).unwrap();
+    assert_eq!(linked.nlink, 2);
+    assert!(
+        linked.ctime_ns > before.ctime_ns,
+        "a new link changes ctime"
+    );
+    assert_eq!(s.lookup(1, b"b"), Some(f.ino));
+    assert!(matches!(
+        s.relink(&Relink {
+            remove: Some((1, b"missing")),
+            ..Relink::default()
+        }),
+        Err(PStoreError::NoEntry { .. })
+    ));
+
+    assert_eq!(s.unlink(1, b"a").unwrap(), f.ino);
+    let left = s.getattr(f.ino).unwrap();
+    assert_eq!(left.nlink, 1);
+    assert!(left.ctime_ns > linked.ctime_ns, "an unlink changes ctime");
+    let mut buf = vec![0u8; 40_000];
+    assert_eq!(s.read(f.ino, 0, &mut buf).unwrap(), 40_000);
+    assert!(
+        buf.iter().all(|&b| b == 7),
+        "data stays with the other link"
+    );
+
+    s.unlink(1, b"b").unwrap();
+    assert!(matches!(s.getattr(f.ino), Err(PStoreError::NoInode(_))));
+    s.fsync().unwrap();
+    assert_eq!(s.stats().pages_used, 0, "the last unlink freed the data");
+    assert_eq!((s.stats().inodes, s.stats().orphans), (0, 0));
+    check_pages(&mut s);
+}
+
+#[test]
+fn directories_count_their_subdirectories_in_their_link_count() {
+    let (_c, dev) = swarm(32 << 20, 4096);
+    let mut s = PStore::format(dev, &small_config(4096)).unwrap();
+    let d = s.create(1, b"d", DIR, 0, 0, Hint::default()).unwrap();
+    let e = s.create(1, b"e", DIR, 0, 0, Hint::default()).unwrap();
+    assert_eq!(d.nlink, 2, "its entry and its .");
+    let sub = s.create(d.ino, b"sub", DIR, 0, 0, Hint::default()).unwrap();
+    s.create(d.ino, b"file", REG, 0, 0, Hint::default())
+        .unwrap();
+    assert_eq!(
+        s.getattr(d.ino).unwrap().nlink,
+        3,
+        "sub's .. counts, file's entry not"
+    );
+    // Moving sub from d to e: both parents change with the entries, in one transaction.
+    s.relink(&Relink {
+        remove: Some((d.ino, b"sub")),
+        insert: Some((e.ino, b"sub", sub.ino)),
+        links: &[(d.ino, -1), (e.ino, 1)],
+    })
+    .unwrap();
+    assert_eq!(s.getattr(d.ino).unwrap().nlink, 2);
+    assert_eq!(s.getattr(e.ino).unwrap().nlink, 3);
+    s.unlink(e.ino, b"sub").unwrap();
+    assert_eq!(s.getattr(e.ino).unwrap().nlink, 2);
+    assert!(matches!(s.getattr(sub.ino), Err(PStoreError::NoInode(_))));
+    // A count set by SETATTR never reaches 0: the last link goes through relink.
+    assert!(matches!(
+        s.setattr(
+            d.ino,
+            &SetAttr {
+                nlink: Some(0),
+                ..SetAttr::default()
+            }
+        ),
+        Err(PStoreError::Invalid(_))
+    ));
+}
+
+#[test]
+fn an_orphan_stays_usable_until_freed_and_reopening_frees_it() {
+    let (ssd, dev) = swarm(32 << 20, 4096);
+    let cfg = small_config(4096);
+    let mut s = PStore::format(dev.clone(), &cfg).unwrap();
+    let f = s.create(1, b"open", REG, 0, 0, Hint::default()).unwrap();
+    s.write(f.ino, 0, &[1u8; 40_000]).unwrap();
+    let orphaned = s
+        .relink(&Relink {
+            remove: Some((1, b"open")),
+            links: &[(f.ino, -1)],
+            ..Relink::default()
+        })
+        .unwrap();
+    assert_eq!(orphaned, vec![f.ino]);
+    assert!(s.is_orphan(f.ino));
+    assert_eq!(s.lookup(1, b"open"), None);
+    assert_eq!(s.getattr(f.ino).unwrap().nlink, 0);
+    // Still written and read through its ino, like an open file descriptor.
+    s.write(f.ino, 40_000, b"more").unwrap();
+    let mut buf = [0u8; 4];
+    s.read(f.ino, 40_000, &mut buf).unwrap();
+    assert_eq!(&buf, b"more");
+    assert_eq!(s.stats().orphans, 1);
+    // A checkpoint carries the orphan list; the store restarts without the client.
+    s.checkpoint().unwrap();
+    let g = s.create(1, b"kept", REG, 0, 0, Hint::default()).unwrap();
+    s.fsync().unwrap();
+    drop(s);
+    ssd.power_cut().unwrap();
+    let mut s = PStore::open(dev, &cfg).unwrap();
+    assert!(matches!(s.getattr(f.ino), Err(PStoreError::NoInode(_))));
+    assert_eq!(s.stats().orphans, 0);
+    assert_eq!(s.getattr(g.ino).unwrap().nlink, 1);
+    assert_eq!(s.stats().pages_used, 0, "the orphan's data was freed");
+    check_pages(&mut s);
+}
+
+#[test]
+fn device_numbers_and_link_counts_survive_a_power_cut_after_fsync() {
+    let (ssd, dev) = swarm(32 << 20, 4096);
+    let cfg = small_config(4096);
+    let mut s = PStore::format(dev.clone(), &cfg).unwrap();
+    let new = NewInode {
+        mode: libc::S_IFCHR | 0o600,
+        rdev: 0x0103,
+        ..NewInode::default()
+    };
+    let c = s.create_inode(1, b"null", &new).unwrap();
+    assert_eq!(s.getattr(c.ino).unwrap().rdev, 0x0103);
+    for name in [&b"l1"[..], b"l2"] {
+        s.relink(&Relink {
+            insert: Some((1, name, c.ino)),
+            links: &[(c.ino, 1)],
+            ..Relink::default()
+        })
+        .unwrap();
+    }
+    s.fsync().unwrap();
+    // Not fsynced: lost with the cut.
+    s.unlink(1, b"l2").unwrap();
+    drop(s);
+    ssd.power_cut().unwrap();
+    let mut s = PStore::open(dev, &cfg).unwrap();
+    let i = s.getattr(c.ino).unwrap();
+    assert_eq!((i.rdev, i.nlink), (0x0103, 3));
+    assert_eq!(s.lookup(1, b"l2"), Some(c.ino));
 }
 
 #[test]

@@ -11,7 +11,7 @@ use fabric::{ErrorCode, Header, Opcode, RpcClient, TcpTransport, Transport, Tran
 use peakfs::config::{ControllerKind, MasterConfig, ServerConfig};
 use peakfs::master::{MasterHandle, fetch_view};
 use peakfs::placement::{DataDist, Hint, ROOT_INO, home_lambda};
-use peakfs::protocol::{Errno, Request, op};
+use peakfs::protocol::{Errno, Fate, RenameFlags, Request, op};
 use peakfs::server::Server;
 use server_support::{Client, DIR, REG, assert_bytes, block_file, default_hint, pattern};
 
@@ -114,7 +114,7 @@ fn bigdir_files_spread_over_both_servers_and_their_data_reads_back() {
     assert!(cl.read(&f, 0, 100).iter().all(|&b| b == 0));
 
     let r = cl.unlink(&root, "mdtest.0.3", false).unwrap();
-    assert!(r.inode_freed && r.size == 100 + data.len() as u64);
+    assert!(r.fate == Fate::Freed && r.size == 100 + data.len() as u64);
     assert_eq!(cl.lookup(&root, "mdtest.0.3"), Err(Errno::ENOENT));
     assert_eq!(cl.getattr(f.ino), Err(Errno::ENOENT));
     cl.close();
@@ -183,18 +183,21 @@ fn regular_directories_use_the_mkinode_link_protocol_and_rmdir_checks_emptiness(
         "sealed"
     );
     seal(&mut cl, false);
-    assert_eq!(
-        cl.call(home_lambda(d0.ino), Request::RmInode { ino: d0.ino }),
-        Err(Errno::ENOTEMPTY)
-    );
+    let rm_d0 = Request::RmInode {
+        ino: d0.ino,
+        orphan: false,
+    };
+    assert_eq!(cl.call(home_lambda(d0.ino), rm_d0), Err(Errno::ENOTEMPTY));
     assert_eq!(cl.unlink(&d0, "f", true), Err(Errno::ENOTDIR));
     cl.unlink(&d0, "f", false).unwrap();
     assert_eq!(seal(&mut cl, true), 0);
     let r = cl.unlink(&root, "d0", true).unwrap();
-    if !r.inode_freed {
-        cl.call(home_lambda(d0.ino), Request::RmInode { ino: d0.ino })
-            .unwrap();
+    if r.fate == Fate::Elsewhere {
+        cl.call(home_lambda(d0.ino), rm_d0).unwrap();
     }
+    // The root counts its sub-directories' `..` (LINK and UNLINK of a directory entry at the
+    // root's home changed it in the same transaction).
+    assert_eq!(cl.getattr(ROOT_INO).unwrap().nlink, 2 + 7);
     assert_eq!(cl.getattr(d0.ino), Err(Errno::ENOENT));
     assert_eq!(cl.lookup(&root, "d0"), Err(Errno::ENOENT));
 
@@ -203,12 +206,21 @@ fn regular_directories_use_the_mkinode_link_protocol_and_rmdir_checks_emptiness(
     let req = Request::Rename {
         src_pino: root.ino,
         dst_pino: root.ino,
+        flags: RenameFlags {
+            dir: true,
+            orphan: false,
+        },
         src_name: b"d1",
         dst_name: b"e1",
     };
     cl.call(l, req).unwrap();
     assert_eq!(cl.lookup(&root, "e1").unwrap().ino, dirs[1].ino);
     assert_eq!(cl.lookup(&root, "d1"), Err(Errno::ENOENT));
+    assert_eq!(
+        cl.getattr(ROOT_INO).unwrap().nlink,
+        2 + 7,
+        "a rename in one directory"
+    );
     cl.close();
     for s in c.servers {
         s.stop().unwrap();

@@ -45,6 +45,7 @@ fn client_main(uri: &str, kind: &str, id: usize, ops: usize, window: usize) {
                     mode: libc::S_IFREG | 0o644,
                     uid: 0,
                     gid: 0,
+                    rdev: 0,
                     hint: Hint::default(),
                     excl: true,
                     name: name.as_bytes(),

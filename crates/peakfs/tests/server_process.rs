@@ -12,8 +12,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use peakfs::master::fetch_view;
-use peakfs::placement::{Hint, ROOT_INO};
-use peakfs::protocol::{Errno, Request};
+use peakfs::placement::{Hint, ROOT_INO, home_lambda};
+use peakfs::protocol::{Errno, Fate, LinkFlags, Reply, Request, SetAttr, UnlinkFlags, op};
 use server_support::{Client, REG, assert_bytes, block_file, pattern};
 
 /// A child process killed on drop.
@@ -238,5 +238,140 @@ fn kill_9_during_writes_loses_nothing_fsynced_and_sigterm_exits_cleanly() {
 
     sigterm_exits_zero(s0);
     sigterm_exits_zero(s1);
+    sigterm_exits_zero(master);
+}
+
+#[test]
+fn link_counts_survive_kill_9_and_an_orphan_whose_client_is_gone_is_freed_at_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let master = spawn(
+        env!("CARGO_BIN_EXE_peakfs-master"),
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--servers",
+            "2",
+            "--report-interval-ms",
+            "100",
+        ],
+        &d.join("master.log"),
+    );
+    let mut procs = vec![
+        server(&master.addr, &d.join("s0.data"), &d.join("s0.log")),
+        server(&master.addr, &d.join("s1.data"), &d.join("s1.log")),
+    ];
+    let uri = format!("http://{}", master.addr);
+    let view = fetch_view(&uri, Duration::from_secs(10)).unwrap();
+    let mut cl = Client::connect(&view);
+    let root = cl.getattr(ROOT_INO).unwrap();
+    assert!(
+        root.hint.bigdir,
+        "the master's default: entries hashed over the slices"
+    );
+    let layout = cl.layout;
+    let slice_of = |name: &str| layout.route(layout.dentry_lambda(ROOT_INO, true, name.as_bytes()));
+    let f = cl.create(&root, "linked", REG, block_file()).unwrap();
+    let home = layout.route(home_lambda(f.ino));
+    // Names on the file's slice (LINK raises the count) and on another (SETATTR first).
+    let names: Vec<String> = (0..500).map(|i| format!("link.{i}")).collect();
+    let here = names.iter().find(|n| slice_of(n) == home).unwrap();
+    let away = names.iter().find(|n| slice_of(n) != home).unwrap();
+    fn link(ino: u64, name: &str, new_link: bool) -> Request<'_> {
+        Request::Link {
+            pino: ROOT_INO,
+            ino,
+            mode: REG,
+            flags: LinkFlags {
+                new_link,
+                ..LinkFlags::default()
+            },
+            name: name.as_bytes(),
+        }
+    }
+    cl.call(
+        layout.dentry_lambda(ROOT_INO, true, here.as_bytes()),
+        link(f.ino, here, true),
+    )
+    .unwrap();
+    let set = SetAttr {
+        nlink_delta: Some(1),
+        ..SetAttr::default()
+    };
+    cl.call(home_lambda(f.ino), Request::SetAttr { ino: f.ino, set })
+        .unwrap();
+    cl.call(
+        layout.dentry_lambda(ROOT_INO, true, away.as_bytes()),
+        link(f.ino, away, false),
+    )
+    .unwrap();
+    assert_eq!(cl.getattr(f.ino).unwrap().nlink, 3);
+
+    // A client unlinks a file it holds open, then is gone: the inode is an orphan.
+    let open_name = names
+        .iter()
+        .rev()
+        .find(|n| slice_of(n).server == home.server)
+        .unwrap();
+    let o = cl.create(&root, open_name, REG, block_file()).unwrap();
+    cl.write(&o, 0, &pattern(5, 100_000), false);
+    let unlink = Request::Unlink {
+        pino: ROOT_INO,
+        flags: UnlinkFlags {
+            orphan: true,
+            ..UnlinkFlags::default()
+        },
+        name: open_name.as_bytes(),
+    };
+    let l = layout.dentry_lambda(ROOT_INO, true, open_name.as_bytes());
+    let r = cl.call(l, unlink).unwrap();
+    let Reply::Removed(Some(r)) = Reply::decode(op::UNLINK, &r).unwrap() else {
+        panic!("no removal")
+    };
+    assert_eq!((r.ino, r.fate), (o.ino, Fate::Orphan));
+    assert_eq!(cl.getattr(o.ino).unwrap().nlink, 0, "kept without links");
+    for l in 0..u64::from(layout.slots()) {
+        cl.call(l, Request::Fsync { ino: 0 }).unwrap();
+    }
+    cl.close();
+
+    // SIGKILL the server holding both inodes and restart it on its data file.
+    let victim = view
+        .servers
+        .iter()
+        .find(|s| s.index == home.server)
+        .map(|s| s.data_addr.clone())
+        .unwrap();
+    let k = procs.iter().position(|p| p.addr == victim).unwrap();
+    let mut p = procs.remove(k);
+    p.child.kill().unwrap();
+    p.child.wait().unwrap();
+    drop(p);
+    std::thread::sleep(Duration::from_millis(500));
+    let data = d.join(format!("s{k}.data"));
+    procs.push(server(&master.addr, &data, &d.join("restart.log")));
+    let log = std::fs::read_to_string(d.join("restart.log")).unwrap();
+    assert!(log.contains("recovered=true"), "{log}");
+    assert!(
+        log.contains("orphans=1"),
+        "the restart frees the orphan: {log}"
+    );
+
+    let view = fetch_view(&uri, Duration::from_secs(10)).unwrap();
+    let mut cl = Client::connect(&view);
+    assert_eq!(
+        cl.getattr(f.ino).unwrap().nlink,
+        3,
+        "the WAL replay keeps the count"
+    );
+    assert_eq!(cl.getattr(o.ino), Err(Errno::ENOENT));
+    let root = cl.getattr(ROOT_INO).unwrap();
+    let mut want = vec!["linked".to_string(), here.clone(), away.clone()];
+    want.sort();
+    assert_eq!(cl.readdir(&root), want);
+    cl.close();
+    for p in procs {
+        sigterm_exits_zero(p);
+    }
     sigterm_exits_zero(master);
 }

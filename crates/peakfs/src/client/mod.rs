@@ -19,19 +19,28 @@
 //! Every request is bounded by [`ClientOptions::timeout`]: an unreachable or dead server is an
 //! error ([`ClientError::Unreachable`]), never a hang.
 //!
+//! POSIX link counts: hard links ([`Client::link_at`]), directories counting their
+//! sub-directories, and files unlinked while open here: while this client holds files open,
+//! its unlinks and renames ask the servers to keep an inode losing its last link as an orphan;
+//! one of its own open files stays readable and writable and is freed at its last
+//! [`Client::close`], any other is freed at once. Open state is this client's only: another
+//! client's unlink frees a file this client holds open, and an orphan whose client dies is
+//! freed when its server restarts (its data on other slices is then not freed: a leak of
+//! pages, never a wrong read).
+//!
 //! A [`Client`] is one connection set used from one thread at a time (`&mut self`); share it
 //! behind a mutex, or open one per thread or process (as HPC client processes do).
 
 pub mod conn;
 pub mod dcache;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::placement::{DataDist, Hint, Layout, ROOT_INO, Route, home_lambda, name_lambda};
 use crate::protocol::{
-    Attr, Errno, MAX_IO, NAME_MAX, ProtoError, Removed, Reply, Request, SetAttr, StatFs,
-    UnlinkFlags, op,
+    Attr, Errno, Fate, LinkFlags, MAX_IO, NAME_MAX, ProtoError, Removed, RenameFlags, Reply,
+    Request, SetAttr, StatFs, UnlinkFlags, is_dir_mode, op,
 };
 
 use conn::Conns;
@@ -199,6 +208,8 @@ pub struct Client {
     /// Hints of directories by ino (a directory's hint never changes).
     hints: HashMap<u64, Hint>,
     files: HashMap<u64, OpenFile>,
+    /// Inodes unlinked while open here (orphans at their home): freed at the last close.
+    orphans: HashSet<u64>,
     next_fd: u64,
 }
 
@@ -290,6 +301,7 @@ impl Client {
             layout,
             hints: HashMap::new(),
             files: HashMap::new(),
+            orphans: HashSet::new(),
             next_fd: 3,
         })
     }
@@ -317,6 +329,17 @@ impl Client {
 
     fn same_slice(&self, a: u64, b: u64) -> bool {
         self.layout.route(a) == self.layout.route(b)
+    }
+
+    /// Whether this client holds inode `ino` open.
+    fn is_open(&self, ino: u64) -> bool {
+        self.files.values().any(|f| f.ino == ino)
+    }
+
+    /// Whether an unlink or rename must let an inode losing its last link become an orphan:
+    /// it may be one of this client's open files (the reply tells which inode it was).
+    fn keep_orphans(&self) -> bool {
+        !self.files.is_empty()
     }
 
     fn learn(&mut self, a: &Attr) {
@@ -403,17 +426,18 @@ impl Client {
         excl: bool,
         who: Caller,
     ) -> Result<Attr> {
-        self.mknod_at(pino, name, libc::S_IFREG | (mode & 0o7777), excl, who)
+        self.mknod_at(pino, name, libc::S_IFREG | (mode & 0o7777), 0, excl, who)
     }
 
     /// Creates a non-directory inode `name` in `pino` of type and permissions `mode`
-    /// (regular, FIFO, socket, symlink, device: the servers only tell directories apart;
-    /// device numbers are not stored). `excl` as in [`Client::create_at`].
+    /// (regular, FIFO, socket, symlink, device: the servers only tell directories apart) and
+    /// device number `rdev`. `excl` as in [`Client::create_at`].
     pub fn mknod_at(
         &mut self,
         pino: u64,
         name: &[u8],
         mode: u32,
+        rdev: u32,
         excl: bool,
         who: Caller,
     ) -> Result<Attr> {
@@ -428,12 +452,87 @@ impl Client {
             mode,
             uid: who.uid,
             gid: who.gid,
+            rdev,
             hint,
             excl,
             name,
         };
-        let b = self.call(l, &req)?;
-        attr_of(op::CREATE, &b)
+        match self.call(l, &req) {
+            // The entry exists and its inode is on another slice (a hard link, a renamed
+            // file), which cannot answer with the attributes.
+            Err(ClientError::Errno(Errno::EEXIST)) if !excl => self.lookup(pino, name),
+            r => attr_of(op::CREATE, &r?),
+        }
+    }
+
+    /// Adds entry `name` of directory `pino` naming existing file `ino` (a hard link) and
+    /// returns the file's attributes. When the entry's slice holds the inode, one LINK raises
+    /// the link count with it; otherwise the count rises at the inode's home first (an
+    /// interrupted link leaves a count one too high, never an entry without its link).
+    pub fn link_at(&mut self, ino: u64, pino: u64, name: &[u8]) -> Result<Attr> {
+        let a = self.getattr(ino)?;
+        if a.is_dir() {
+            return Err(Errno(libc::EPERM).into());
+        }
+        if a.nlink == 0 {
+            // An unlinked open file cannot get a name again.
+            return Err(Errno::ENOENT.into());
+        }
+        let l = self.dentry_lambda(pino, name)?;
+        let here = self.same_slice(l, home_lambda(ino));
+        if !here {
+            let set = SetAttr {
+                nlink_delta: Some(1),
+                ..SetAttr::default()
+            };
+            self.call(home_lambda(ino), &Request::SetAttr { ino, set })?;
+        }
+        let link = Request::Link {
+            pino,
+            ino,
+            mode: a.mode,
+            flags: LinkFlags {
+                new_link: here,
+                ..LinkFlags::default()
+            },
+            name,
+        };
+        if let Err(e) = self.call(l, &link) {
+            if !here {
+                let undo = Request::RmInode { ino, orphan: false };
+                if let Err(u) = self.call(home_lambda(ino), &undo) {
+                    tracing::warn!(ino, "link count of a failed link not restored: {u}");
+                }
+            }
+            return Err(e);
+        }
+        self.getattr(ino)
+    }
+
+    /// Sends the link count changes `(pino, entry λ, delta)` of parents whose inode is not on
+    /// the slice that changed their directory entry (that slice changed the others itself).
+    fn adjust_parents(&mut self, changes: &[(u64, u64, i32)]) -> Result<()> {
+        let mut net: BTreeMap<u64, i32> = BTreeMap::new();
+        for &(pino, l, delta) in changes {
+            if !self.same_slice(l, home_lambda(pino)) {
+                *net.entry(pino).or_default() += delta;
+            }
+        }
+        let reqs: Vec<_> = net
+            .into_iter()
+            .filter(|(_, d)| *d != 0)
+            .map(|(ino, d)| {
+                let set = SetAttr {
+                    nlink_delta: Some(d),
+                    ..SetAttr::default()
+                };
+                (home_lambda(ino), Request::SetAttr { ino, set })
+            })
+            .collect();
+        for r in self.conns.call_many(&reqs) {
+            r?;
+        }
+        Ok(())
     }
 
     /// Creates directory `name` in `pino` with hint `hint` (default: [`ClientOptions::hint`],
@@ -457,6 +556,7 @@ impl Client {
                 mode,
                 uid: who.uid,
                 gid: who.gid,
+                rdev: 0,
                 hint,
                 excl: true,
                 name,
@@ -474,16 +574,22 @@ impl Client {
                 pino,
                 ino: a.ino,
                 mode,
-                replace: false,
+                flags: LinkFlags::default(),
                 name,
             };
             if let Err(e) = self.call(l, &link) {
-                let _ = self.call(home_lambda(a.ino), &Request::RmInode { ino: a.ino });
+                let undo = Request::RmInode {
+                    ino: a.ino,
+                    orphan: false,
+                };
+                let _ = self.call(home_lambda(a.ino), &undo);
                 return Err(e);
             }
             a
         };
         self.learn(&a);
+        // The new directory's `..`.
+        self.adjust_parents(&[(pino, l, 1)])?;
         Ok(a)
     }
 
@@ -534,47 +640,65 @@ impl Client {
         Ok(())
     }
 
-    /// Frees what an unlink or replacing rename removed: the inode at its home unless the
-    /// server freed it, and the file's data on other slices (`attr`: the file before).
-    fn free_removed(&mut self, r: &Removed, attr: Option<&Attr>) -> Result<()> {
-        if !r.inode_freed {
-            match self.call(home_lambda(r.ino), &Request::RmInode { ino: r.ino }) {
-                // Still linked elsewhere (or already gone): nothing of it to free here.
+    /// Settles what an unlink or replacing rename removed (`orphan`: the request let an inode
+    /// become an orphan): drops the link at the inode's home when it is elsewhere; keeps an
+    /// orphan open here until its last close and frees any other; frees a freed file's data
+    /// on the other slices.
+    fn settle_removed(&mut self, r: Removed, orphan: bool) -> Result<()> {
+        let r = if r.fate == Fate::Elsewhere {
+            let req = Request::RmInode { ino: r.ino, orphan };
+            match self.call(home_lambda(r.ino), &req) {
+                // Already gone (another client's unlink): nothing of it left to free.
                 Err(ClientError::Errno(Errno::ENOENT)) => return Ok(()),
-                other => {
-                    other?;
-                }
+                other => removed_of(op::RMINODE, &other?)?
+                    .ok_or_else(|| ClientError::Protocol("rminode reply without inode".into()))?,
             }
+        } else {
+            r
+        };
+        match r.fate {
+            Fate::Orphan if self.is_open(r.ino) => {
+                self.orphans.insert(r.ino);
+                Ok(())
+            }
+            Fate::Orphan => self.free_orphan(r.ino),
+            Fate::Freed => self.free_data(&r),
+            Fate::Linked | Fate::Elsewhere => Ok(()),
         }
-        if let Some(a) = attr.filter(|a| !a.is_dir()) {
-            self.truncate_remote(r.ino, a.hint.data, 0, a.size.max(r.size))?;
+    }
+
+    /// Frees orphan `ino` at its home, then its data on the other slices.
+    fn free_orphan(&mut self, ino: u64) -> Result<()> {
+        let req = Request::RmInode { ino, orphan: false };
+        let b = self.call(home_lambda(ino), &req)?;
+        match removed_of(op::RMINODE, &b)? {
+            Some(r) if r.fate == Fate::Freed => self.free_data(&r),
+            _ => Ok(()),
         }
-        Ok(())
+    }
+
+    /// Drops the data of a freed file (`r`, from its home slice) on the other slices.
+    fn free_data(&mut self, r: &Removed) -> Result<()> {
+        if is_dir_mode(r.mode) {
+            return Ok(());
+        }
+        self.truncate_remote(r.ino, r.hint.data, 0, r.size)
     }
 
     /// Removes file `name` of `pino`.
     pub fn unlink_at(&mut self, pino: u64, name: &[u8]) -> Result<()> {
         let l = self.dentry_lambda(pino, name)?;
-        // One UNLINK: when the inode was on that slice, the reply tells its mode, size and
+        // One UNLINK: when the inode was on that slice, the reply tells its fate, size and
         // hint (where its data lies).
-        let flags = UnlinkFlags::default();
+        let flags = UnlinkFlags {
+            orphan: self.keep_orphans(),
+            ..UnlinkFlags::default()
+        };
         let unlinked = self.call(l, &Request::Unlink { pino, flags, name })?;
         let Some(r) = removed_of(op::UNLINK, &unlinked)? else {
             return Err(Errno::ENOENT.into());
         };
-        let attr = if r.mode != 0 {
-            Some(Attr {
-                ino: r.ino,
-                mode: r.mode,
-                size: r.size,
-                hint: r.hint,
-                ..Default::default()
-            })
-        } else {
-            // A file whose inode is elsewhere: its attributes (size, hint) from its home.
-            self.getattr(r.ino).ok()
-        };
-        self.free_removed(&r, attr.as_ref())
+        self.settle_removed(r, flags.orphan)
     }
 
     /// The slices holding entries of directory `c`.
@@ -652,7 +776,7 @@ impl Client {
         let l = self.dentry_lambda(pino, name)?;
         let flags = UnlinkFlags {
             dir: true,
-            keep_inode: false,
+            ..UnlinkFlags::default()
         };
         let removed = match self
             .call(l, &Request::Unlink { pino, flags, name })
@@ -666,14 +790,9 @@ impl Client {
         };
         self.dcache.remove(pino, name);
         self.hints.remove(&c.ino);
-        match removed {
-            Some(r) if !r.inode_freed => {
-                self.call(home_lambda(c.ino), &Request::RmInode { ino: c.ino })?;
-                Ok(())
-            }
-            Some(_) => Ok(()),
-            None => Err(Errno::ENOENT.into()),
-        }
+        let r = removed.ok_or(ClientError::Errno(Errno::ENOENT))?;
+        self.adjust_parents(&[(pino, l, -1)])?;
+        self.settle_removed(r, false)
     }
 
     /// Renames `sname` of `spino` to `dname` of `dpino`, replacing a file or an empty
@@ -699,10 +818,15 @@ impl Client {
         }
         let sl = self.dentry_lambda(spino, sname)?;
         let dl = self.dentry_lambda(dpino, dname)?;
+        let orphan = self.keep_orphans();
         let result = if self.same_slice(sl, dl) {
             let req = Request::Rename {
                 src_pino: spino,
                 dst_pino: dpino,
+                flags: RenameFlags {
+                    dir: src.is_dir(),
+                    orphan,
+                },
                 src_name: sname,
                 dst_name: dname,
             };
@@ -712,7 +836,11 @@ impl Client {
                 pino: dpino,
                 ino: src.ino,
                 mode: src.mode,
-                replace: true,
+                flags: LinkFlags {
+                    replace: true,
+                    orphan,
+                    ..LinkFlags::default()
+                },
                 name: dname,
             };
             self.call(dl, &link)
@@ -721,6 +849,7 @@ impl Client {
                     let flags = UnlinkFlags {
                         dir: src.is_dir(),
                         keep_inode: true,
+                        ..UnlinkFlags::default()
                     };
                     self.call(
                         sl,
@@ -747,8 +876,17 @@ impl Client {
             self.dcache.clear();
         }
         self.dcache.remove(spino, sname);
+        // Parents' `..` counts: the moved directory's, and a replaced one's.
+        let mut parents = Vec::new();
+        if src.is_dir() {
+            parents.extend([(spino, sl, -1), (dpino, dl, 1)]);
+        }
+        if dst.is_some_and(|d| d.is_dir()) {
+            parents.push((dpino, dl, -1));
+        }
+        self.adjust_parents(&parents)?;
         if let Some(r) = replaced {
-            self.free_removed(&r, dst.as_ref())?;
+            self.settle_removed(r, orphan)?;
         }
         Ok(())
     }
@@ -1033,7 +1171,13 @@ impl Client {
         if f.read_sent {
             let _ = self.call(home_lambda(f.ino), &Request::Close { ino: f.ino });
         }
-        committed
+        // The last close of a file unlinked while open here frees it.
+        let freed = if !self.is_open(f.ino) && self.orphans.remove(&f.ino) {
+            self.free_orphan(f.ino)
+        } else {
+            Ok(())
+        };
+        committed.and(freed)
     }
 
     /// Reads bytes `[offset, offset + len)` of file `ino` from the slices (holes are zeros).
@@ -1218,6 +1362,13 @@ impl Client {
         let (sp, sn) = self.parent(from)?;
         let (dp, dn) = self.parent(to)?;
         self.rename_at(sp, &sn, dp, &dn)
+    }
+
+    /// Adds the name `to` for the file at `from` (a hard link); returns its attributes.
+    pub fn link(&mut self, from: &str, to: &str) -> Result<Attr> {
+        let a = self.stat(from)?;
+        let (p, name) = self.parent(to)?;
+        self.link_at(a.ino, p, &name)
     }
 
     /// Entries of directory `path`.

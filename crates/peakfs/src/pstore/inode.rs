@@ -116,6 +116,8 @@ pub struct Inode {
     pub first_block: PageRun,
     /// Distribution-strategy hint.
     pub hint: Hint,
+    /// Device number of a character or block device node (0 otherwise).
+    pub rdev: u32,
 }
 
 impl Inode {
@@ -135,6 +137,8 @@ impl Inode {
         b[64..72].copy_from_slice(&self.first_block.start.to_le_bytes());
         b[72..76].copy_from_slice(&self.first_block.pages.to_le_bytes());
         b[76] = self.hint.encode();
+        // Bytes 77..80 stay zero; inodes written before rdev existed read back rdev 0.
+        b[80..84].copy_from_slice(&self.rdev.to_le_bytes());
         let crc = common::hash::crc32c(&b[8..]);
         b[4..8].copy_from_slice(&crc.to_le_bytes());
         b
@@ -172,6 +176,7 @@ impl Inode {
                 pages: u32_at(72),
             },
             hint: Hint::decode(b[76])?,
+            rdev: u32_at(80),
         })
     }
 
@@ -190,10 +195,10 @@ mod tests {
         #[test]
         fn encode_decode_round_trips_and_any_flipped_bit_is_caught(
             ino: u64, mode: u32, size: u64, mtime: i64, start: u64, pages: u32,
-            bigdir: bool, flip in 0usize..INODE_BYTES * 8,
+            bigdir: bool, nlink: u32, rdev: u32, flip in 0usize..INODE_BYTES * 8,
         ) {
             let i = Inode {
-                ino, mode, size, mtime_ns: mtime, nlink: 1,
+                ino, mode, size, mtime_ns: mtime, nlink, rdev,
                 first_block: PageRun { start, pages },
                 hint: Hint { data: DataDistribution::File, bigdir },
                 ..Inode::default()

@@ -19,6 +19,13 @@
 //! everything before it survives a crash; [`PStore::open`] loads the last checkpoint, replays
 //! the complete transactions of the log (a torn tail is ignored) and checkpoints.
 //!
+//! Link counts are POSIX's (hard links; a directory counts its sub-directories' `..`):
+//! [`PStore::relink`] changes dentries and the link counts of local inodes in one transaction.
+//! An inode left without links becomes an *orphan* in that transaction: the caller frees it
+//! ([`PStore::remove_inode`]) at once, or keeps it while a client holds it open (POSIX keeps
+//! an unlinked open file). [`PStore::open`] frees the orphans it finds, so neither a crash
+//! between the two steps nor a client that never came back leaks the inode or its data here.
+//!
 //! Distribution strategies (§III-C1) are decided by the server: a dentry's value is whatever it
 //! stores (an ino or an inode offset), [`PStore::insert_inode`] takes inodes created elsewhere,
 //! and data calls accept blocks of files whose inode is on another worker.
@@ -32,6 +39,7 @@ pub mod table;
 pub mod wal;
 pub mod zone;
 
+use std::collections::BTreeSet;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -300,6 +308,35 @@ pub struct SetAttr {
     pub mtime_ns: Option<i64>,
     /// New hint.
     pub hint: Option<Hint>,
+    /// New link count (0 is refused: an inode loses its last link through [`PStore::relink`]).
+    pub nlink: Option<u32>,
+}
+
+/// Attributes of an inode [`PStore::create_inode`] makes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NewInode {
+    /// File type and permission bits.
+    pub mode: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Device number of a device node.
+    pub rdev: u32,
+    /// Distribution hint.
+    pub hint: Hint,
+}
+
+/// Dentry changes and link counts that [`PStore::relink`] applies in one transaction.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Relink<'a> {
+    /// Dentry `(pino, name)` removed (it must exist).
+    pub remove: Option<(u64, &'a [u8])>,
+    /// Dentry `(pino, name) → value` inserted, or its value replaced (after `remove`).
+    pub insert: Option<(u64, &'a [u8], u64)>,
+    /// Link count changes `(ino, delta)` of inodes here (others are skipped; several changes of
+    /// one inode add up). Counts stop at 0; each change sets the inode's ctime.
+    pub links: &'a [(u64, i32)],
 }
 
 /// Counters and occupancy of a PStore.
@@ -323,6 +360,8 @@ pub struct PStoreStats {
     pub wal_bytes: u64,
     /// Checkpoints taken since open.
     pub checkpoints: u64,
+    /// Inodes without links kept until freed (open unlinked files).
+    pub orphans: u64,
     /// Icache counters.
     pub icache: IcacheStats,
 }
@@ -388,6 +427,8 @@ pub struct PStore {
     data: PData,
     wal: Wal,
     next_ino: u64,
+    /// Inodes without links, not yet freed.
+    orphans: BTreeSet<u64>,
     /// Records of the transaction being built.
     tx: Vec<Record>,
     /// Whether the device holds nothing unflushed.
@@ -407,8 +448,9 @@ impl PStore {
         }
         let inode_slots = cfg.inode_slots.div_ceil(PER_BLOCK) * PER_BLOCK;
         let inode_pages = inode_slots / PER_BLOCK;
+        // Inode table, orphan list (at most one entry per inode), ...
         let ckpt_bytes = 64
-            + inode_slots * 16
+            + inode_slots * 24
             + inode_slots.div_ceil(64) * 8
             + cfg.max_dentries * CKPT_DENTRY
             + zp * 28
@@ -481,6 +523,7 @@ impl PStore {
             wal: Wal::new(sb.fs_id, PAGE, sb.wal_pages * PAGE as u64, sb.wal_seq),
             zone,
             next_ino: sb.ino_base,
+            orphans: BTreeSet::new(),
             sb,
             cart,
             inos,
@@ -524,6 +567,14 @@ impl PStore {
             }
         }
         s.wal = Wal::new(sb.fs_id, PAGE, sb.wal_pages * PAGE as u64, replay.next_seq);
+        // Orphans: open files of clients gone with the restart, or frees a crash cut short.
+        let orphans: Vec<u64> = s.orphans.iter().copied().collect();
+        if !orphans.is_empty() {
+            tracing::info!(orphans = orphans.len(), "PStore frees orphan inodes");
+        }
+        for ino in orphans {
+            s.remove_inode(ino)?;
+        }
         s.checkpoint()?;
         Ok(s)
     }
@@ -574,8 +625,20 @@ impl PStore {
         };
         let islots = words(sb.inode_slots, &mut r)?;
         let pages = words(sb.data_pages, &mut r)?;
+        // Checkpoints written before orphans existed end here.
+        let mut orphans = BTreeSet::new();
+        if !r.is_done() {
+            for _ in 0..u64_(&mut r)? {
+                let ino = u64_(&mut r)?;
+                if !inos.contains_key(&ino) {
+                    return Err(bad("orphan without an inode"));
+                }
+                orphans.insert(ino);
+            }
+        }
         let mut s = Self::assemble(zone, sb, cfg, cart, inos, Some((islots, pages, blocks)))?;
         s.next_ino = next_ino;
+        s.orphans = orphans;
         Ok(s)
     }
 
@@ -609,6 +672,10 @@ impl PStore {
         });
         for w in self.islots.words().iter().chain(self.data.pages.words()) {
             put(&mut b, *w);
+        }
+        put(&mut b, self.orphans.len() as u64);
+        for &ino in &self.orphans {
+            put(&mut b, ino);
         }
         b
     }
@@ -718,6 +785,7 @@ impl PStore {
             }
             Record::InoUnmap { ino } => {
                 self.inos.remove(ino);
+                self.orphans.remove(ino);
             }
             Record::DentryPut { pino, name, value } => {
                 self.cart.insert(*pino, name, *value)?;
@@ -727,6 +795,12 @@ impl PStore {
             }
             Record::Inode { slot, image } => self.put_inode_image(*slot, image)?,
             Record::NextIno { next } => self.next_ino = self.next_ino.max(*next),
+            Record::Orphan { ino } => {
+                if !self.inos.contains_key(ino) {
+                    return Err(PStoreError::Corrupt(format!("orphan {ino} has no inode")));
+                }
+                self.orphans.insert(*ino);
+            }
             _ => {}
         }
         Ok(())
@@ -795,7 +869,7 @@ impl PStore {
     }
 
     /// Creates a file or directory: a new ino, its inode here, and the dentry `(pino, name)`
-    /// whose value is the ino. Fails if the dentry exists.
+    /// whose value is the ino. Fails if the dentry exists. See [`Self::create_inode`].
     pub fn create(
         &mut self,
         pino: u64,
@@ -805,6 +879,25 @@ impl PStore {
         gid: u32,
         hint: Hint,
     ) -> Result<Inode, PStoreError> {
+        let new = NewInode {
+            mode,
+            uid,
+            gid,
+            rdev: 0,
+            hint,
+        };
+        self.create_inode(pino, name, &new)
+    }
+
+    /// Creates an inode of any type with dentry `(pino, name)` naming it, in one transaction:
+    /// a file starts with one link, a directory with two (its entry and its `.`), and a new
+    /// directory raises the link count of its parent (its `..`) when the parent is here.
+    pub fn create_inode(
+        &mut self,
+        pino: u64,
+        name: &[u8],
+        new: &NewInode,
+    ) -> Result<Inode, PStoreError> {
         cart::check_name(name)?;
         if self.cart.get(pino, name).is_some() {
             return Err(PStoreError::Exists(format!(
@@ -813,20 +906,26 @@ impl PStore {
             )));
         }
         self.check_dentry_room()?;
-        self.run(2 * MAX_RECORD + 400, |s| {
+        let dir = new.mode & libc::S_IFMT == libc::S_IFDIR;
+        let parent = match self.inode_offset(pino) {
+            Some(slot) if dir => Some((slot, self.getattr(pino)?)),
+            _ => None,
+        };
+        self.run(3 * MAX_RECORD + 400, |s| {
             let ino = s.next_ino;
             s.log(Record::NextIno { next: ino + 1 })?;
             let now = now_ns();
             let inode = Inode {
                 ino,
-                mode,
-                uid,
-                gid,
-                nlink: 1,
+                mode: new.mode,
+                uid: new.uid,
+                gid: new.gid,
+                nlink: if dir { 2 } else { 1 },
                 atime_ns: now,
                 mtime_ns: now,
                 ctime_ns: now,
-                hint,
+                hint: new.hint,
+                rdev: new.rdev,
                 ..Inode::default()
             };
             s.add_inode(&inode)?;
@@ -835,6 +934,11 @@ impl PStore {
                 name: name.to_vec(),
                 value: ino,
             })?;
+            if let Some((slot, mut p)) = parent {
+                p.nlink = p.nlink.saturating_add(1);
+                p.ctime_ns = now;
+                s.log_inode(slot, &p)?;
+            }
             Ok(inode)
         })
     }
@@ -989,42 +1093,130 @@ impl PStore {
         i.atime_ns = attr.atime_ns.unwrap_or(i.atime_ns);
         i.mtime_ns = attr.mtime_ns.unwrap_or(i.mtime_ns);
         i.hint = attr.hint.unwrap_or(i.hint);
+        match attr.nlink {
+            Some(0) => {
+                return Err(PStoreError::Invalid(format!(
+                    "link count 0 for inode {ino} (relink drops the last link)"
+                )));
+            }
+            Some(n) => i.nlink = n,
+            None => {}
+        }
         i.ctime_ns = now_ns();
         self.run(MAX_RECORD, |s| s.log_inode(slot, &i))?;
         Ok(i)
     }
 
-    /// Changes the link count by `delta` (hard links, rename); at zero the inode and its data
-    /// here are removed. Returns the new count.
-    pub fn link(&mut self, ino: u64, delta: i32) -> Result<u32, PStoreError> {
-        let slot = self.inode_offset(ino).ok_or(PStoreError::NoInode(ino))?;
-        let mut i = self.getattr(ino)?;
-        i.nlink = i.nlink.saturating_add_signed(delta);
-        if i.nlink == 0 {
-            self.remove_inode(ino)?;
-            return Ok(0);
+    /// Applies dentry changes and link counts in one transaction (see [`Relink`]); returns the
+    /// inodes it left without links, which are orphans now: free each with
+    /// [`Self::remove_inode`], or keep it while it is open.
+    pub fn relink(&mut self, change: &Relink<'_>) -> Result<Vec<u64>, PStoreError> {
+        if let Some((pino, name)) = change.remove
+            && self.cart.get(pino, name).is_none()
+        {
+            return Err(PStoreError::NoEntry {
+                pino,
+                name: String::from_utf8_lossy(name).into_owned(),
+            });
         }
-        i.ctime_ns = now_ns();
-        self.run(MAX_RECORD, |s| s.log_inode(slot, &i))?;
-        Ok(i.nlink)
+        if let Some((pino, name, value)) = change.insert {
+            cart::check_name(name)?;
+            if value > cart::MAX_VALUE {
+                return Err(CartError::BadValue(value).into());
+            }
+            // With a removal in the same change (rename) the dentry count does not grow.
+            if change.remove.is_none() && self.cart.get(pino, name).is_none() {
+                self.check_dentry_room()?;
+            }
+        }
+        // Net change per local inode, in first-seen order.
+        let mut net: Vec<(u64, u64, i64)> = Vec::new();
+        for &(ino, delta) in change.links {
+            match net.iter_mut().find(|e| e.0 == ino) {
+                Some(e) => e.2 += i64::from(delta),
+                None => {
+                    if let Some(slot) = self.inode_offset(ino) {
+                        net.push((ino, slot, i64::from(delta)));
+                    }
+                }
+            }
+        }
+        net.retain(|e| e.2 != 0);
+        let mut inodes = Vec::with_capacity(net.len());
+        for &(ino, slot, delta) in &net {
+            inodes.push((slot, self.getattr(ino)?, delta));
+        }
+        let bytes = 2 * MAX_RECORD + inodes.len() * (INODE_BYTES + 32);
+        self.run(bytes, |s| {
+            if let Some((pino, name)) = change.remove {
+                s.log(Record::DentryDel {
+                    pino,
+                    name: name.to_vec(),
+                })?;
+            }
+            if let Some((pino, name, value)) = change.insert {
+                s.log(Record::DentryPut {
+                    pino,
+                    name: name.to_vec(),
+                    value,
+                })?;
+            }
+            let now = now_ns();
+            let mut orphaned = Vec::new();
+            for (slot, mut i, delta) in inodes {
+                let n = (i64::from(i.nlink) + delta).clamp(0, i64::from(u32::MAX));
+                i.nlink = n as u32;
+                i.ctime_ns = now;
+                s.log_inode(slot, &i)?;
+                if i.nlink == 0 && !s.orphans.contains(&i.ino) {
+                    s.log(Record::Orphan { ino: i.ino })?;
+                    orphaned.push(i.ino);
+                }
+            }
+            Ok(orphaned)
+        })
+    }
+
+    /// Whether inode `ino` is an orphan (here, without links, not yet freed).
+    pub fn is_orphan(&self, ino: u64) -> bool {
+        self.orphans.contains(&ino)
     }
 
     /// Removes dentry `(pino, name)` and drops one link of the inode it names if that inode
-    /// is here (the value is taken as an ino, as [`Self::create`] stores). Returns the value.
+    /// is here (the value is taken as an ino, as [`Self::create`] stores): a file at its last
+    /// link, or a directory (all its links, and one of a parent here), is freed with its data
+    /// here. Returns the value.
     pub fn unlink(&mut self, pino: u64, name: &[u8]) -> Result<u64, PStoreError> {
         let value = self
-            .remove_dentry(pino, name)?
+            .cart
+            .get(pino, name)
             .ok_or_else(|| PStoreError::NoEntry {
                 pino,
                 name: String::from_utf8_lossy(name).into_owned(),
             })?;
-        if self.inos.contains_key(&value) {
-            self.link(value, -1)?;
+        let mut links = Vec::new();
+        if self.inode_offset(value).is_some() {
+            let i = self.getattr(value)?;
+            if i.is_dir() {
+                links.push((pino, -1));
+                links.push((value, -i32::try_from(i.nlink.max(1)).unwrap_or(i32::MAX)));
+            } else {
+                links.push((value, -1));
+            }
+        }
+        let change = Relink {
+            remove: Some((pino, name)),
+            insert: None,
+            links: &links,
+        };
+        for ino in self.relink(&change)? {
+            self.remove_inode(ino)?;
         }
         Ok(value)
     }
 
-    /// Removes inode `ino` and all of its data blocks here.
+    /// Removes inode `ino` and all of its data blocks here (the free of an orphan; it takes
+    /// several transactions, and an orphan whose free a crash cut short is freed at open).
     pub fn remove_inode(&mut self, ino: u64) -> Result<(), PStoreError> {
         let slot = self.inode_offset(ino).ok_or(PStoreError::NoInode(ino))?;
         let i = self.getattr(ino)?;
@@ -1214,6 +1406,7 @@ impl PStore {
             data_pages: self.sb.data_pages,
             staged_pages: self.data.staged_pages() as u64,
             wal_bytes: self.wal.len(),
+            orphans: self.orphans.len() as u64,
             checkpoints: self.checkpoints,
             icache: self.icache.stats(),
         }

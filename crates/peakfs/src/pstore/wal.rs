@@ -102,6 +102,12 @@ pub enum Record {
         /// next ino
         next: u64,
     },
+    /// Inode `ino` lost its last link: it is an orphan until [`Record::InoUnmap`] frees it
+    /// (kept while a client holds it open; freed at the latest when the store opens again).
+    Orphan {
+        /// inode number
+        ino: u64,
+    },
 }
 
 /// Errors of WAL decoding and appending.
@@ -162,6 +168,11 @@ impl<'a> Reader<'a> {
             start: self.u64()?,
             pages: self.u32()?,
         })
+    }
+
+    /// Whether every byte has been read.
+    pub(super) fn is_done(&self) -> bool {
+        self.at >= self.b.len()
     }
 
     pub(super) fn name(&mut self) -> Result<Vec<u8>, WalError> {
@@ -242,6 +253,10 @@ impl Record {
                 out.push(12);
                 out.extend_from_slice(&next.to_le_bytes());
             }
+            Record::Orphan { ino } => {
+                out.push(13);
+                out.extend_from_slice(&ino.to_le_bytes());
+            }
         }
     }
 
@@ -286,6 +301,7 @@ impl Record {
                     Record::Inode { slot, image }
                 }
                 12 => Record::NextIno { next: r.u64()? },
+                13 => Record::Orphan { ino: r.u64()? },
                 _ => return Err(WalError::Malformed(at)),
             };
             out.push(rec);
@@ -474,6 +490,7 @@ mod tests {
                 image: Box::new([7; INODE_BYTES]),
             },
             Record::NextIno { next: 10 },
+            Record::Orphan { ino: 9 },
             Record::DentryDel {
                 pino: 1,
                 name: vec![b'x'; 255],

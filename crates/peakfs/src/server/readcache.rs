@@ -179,7 +179,7 @@ impl ReadCache {
             | Request::Truncate { ino, .. }
             | Request::SetAttr { ino, .. }
             | Request::Open { ino, .. }
-            | Request::RmInode { ino } => self.drop_file(ino),
+            | Request::RmInode { ino, .. } => self.drop_file(ino),
             Request::Unlink { .. } | Request::Rename { .. } | Request::Link { .. }
                 if !self.blocks.is_empty() =>
             {

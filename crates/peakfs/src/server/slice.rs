@@ -1,17 +1,21 @@
 //! One worker's resource slice (PeakFS §III-B, §III-C): its PStore and the request handlers
 //! that run to completion on it. Multi-slice operations (mkdir in a regular directory, rmdir
-//! of a bigdir, rename across slices) are driven by the client as sequences of single-slice
-//! requests, documented in [`crate::protocol`] and /work/scratch/peakfs-protocol.md.
+//! of a bigdir, rename across slices, hard links to an inode elsewhere) are driven by the
+//! client as sequences of single-slice requests, documented in [`crate::protocol`].
+//!
+//! Each request that changes entries is one PStore transaction with the link counts it
+//! changes here: its target's, and the parent directory's when a directory entry changes and
+//! the parent's inode is here.
 
 use std::collections::HashSet;
 
 use crate::placement::{DataDist, Hint};
 use crate::protocol::{
-    Attr, DirEntry, Errno, MAX_IO, Removed, Reply, Request, SetAttr, StatFs, UnlinkFlags,
-    is_dir_mode,
+    Attr, DirEntry, Errno, Fate, LinkFlags, MAX_IO, Removed, RenameFlags, Reply, Request, SetAttr,
+    StatFs, is_dir_mode,
 };
 use crate::pstore::inode::{DataDistribution, Hint as StoreHint, Inode};
-use crate::pstore::{self, PStore, PStoreError};
+use crate::pstore::{self, NewInode, PStore, PStoreError, Relink};
 
 /// Most entries one READDIR reply carries.
 const READDIR_MAX: usize = 1024;
@@ -83,6 +87,28 @@ fn attr(i: &Inode) -> Attr {
         mtime_ns: i.mtime_ns,
         ctime_ns: i.ctime_ns,
         hint: hint_to_wire(i.hint),
+        rdev: i.rdev,
+    }
+}
+
+/// The inode an entry names, as far as this slice knows it.
+#[derive(Debug, Clone, Copy)]
+struct Target {
+    ino: u64,
+    /// Its inode, when it is here.
+    local: Option<Inode>,
+    /// It is a directory (from its inode, else from the request).
+    dir: bool,
+}
+
+impl Target {
+    /// The link change of removing an entry of this target: one link of a file, every link
+    /// of a directory (an empty directory goes with its entry); none for an inode elsewhere.
+    fn drop_link(&self) -> Option<(u64, i32)> {
+        let i = self.local?;
+        // At least one: a directory left with a bad count of 0 still goes.
+        let all = i32::try_from(i.nlink.max(1)).unwrap_or(i32::MAX);
+        Some((self.ino, if self.dir { -all } else { -1 }))
     }
 }
 
@@ -127,53 +153,191 @@ impl Slice {
         }
     }
 
-    /// Removes the entry `name` of `pino` holding `ino`; frees the inode (and its data here)
-    /// when it is here and `keep_inode` is false.
-    fn remove_entry(
-        &mut self,
-        pino: u64,
-        name: &[u8],
-        ino: u64,
-        flags: UnlinkFlags,
-    ) -> Result<Removed, Failure> {
+    /// The target `ino` of an entry being removed, checked: a directory for rmdir (`dir`),
+    /// else not one; an rmdir'ed directory must be empty here unless its inode is kept.
+    fn removable(&mut self, ino: u64, dir: bool, keep_inode: bool) -> Result<Target, Failure> {
         let local = self.local(ino)?;
         if let Some(i) = &local {
-            match (flags.dir, is_dir_mode(i.mode)) {
+            match (dir, is_dir_mode(i.mode)) {
                 (true, false) => return Err(err(Errno::ENOTDIR, format!("ino {ino}"))),
                 (false, true) => return Err(err(Errno::EISDIR, format!("ino {ino}"))),
-                (true, true) if !flags.keep_inode && self.store.has_dentries(ino) => {
+                (true, true) if !keep_inode && self.store.has_dentries(ino) => {
                     return Err(err(Errno::ENOTEMPTY, format!("directory {ino}")));
                 }
                 _ => {}
             }
         }
-        self.store.remove_dentry(pino, name).map_err(fail)?;
-        match local {
-            Some(i) if !flags.keep_inode => {
-                self.store.remove_inode(ino).map_err(fail)?;
-                Ok(Removed {
-                    ino,
-                    mode: i.mode,
-                    size: i.size,
-                    inode_freed: true,
-                    hint: hint_to_wire(i.hint),
-                })
+        Ok(Target { ino, local, dir })
+    }
+
+    /// Adds the change of parent `pino`'s link count (its sub-directories' `..`) by `delta`
+    /// when an entry of a directory changes and the parent's inode is here; the client
+    /// adjusts a parent elsewhere.
+    fn parent_link(&self, pino: u64, dir: bool, delta: i32, links: &mut Vec<(u64, i32)>) {
+        if dir && self.store.inode_offset(pino).is_some() {
+            links.push((pino, delta));
+        }
+    }
+
+    /// Applies `change` and settles the removed target, if any: an inode here left without
+    /// links is freed, unless it is a file the client may hold open (`orphan`).
+    fn apply(
+        &mut self,
+        change: &Relink<'_>,
+        removed: Option<(Target, bool)>,
+        orphan: bool,
+    ) -> Result<Option<Removed>, Failure> {
+        let orphaned = self.store.relink(change).map_err(fail)?;
+        let Some((t, kept)) = removed else {
+            return Ok(None);
+        };
+        let Some(i) = t.local else {
+            return Ok(Some(Removed {
+                ino: t.ino,
+                mode: 0,
+                size: 0,
+                fate: if kept { Fate::Linked } else { Fate::Elsewhere },
+                hint: Hint::default(),
+            }));
+        };
+        let fate = if !orphaned.contains(&t.ino) {
+            Fate::Linked
+        } else if orphan && !t.dir {
+            Fate::Orphan
+        } else {
+            self.store.remove_inode(t.ino).map_err(fail)?;
+            Fate::Freed
+        };
+        Ok(Some(Removed {
+            ino: t.ino,
+            mode: i.mode,
+            size: i.size,
+            fate,
+            hint: hint_to_wire(i.hint),
+        }))
+    }
+
+    /// LINK: entry `(pino, name)` naming `ino`.
+    fn link(
+        &mut self,
+        pino: u64,
+        name: &[u8],
+        ino: u64,
+        mode: u32,
+        flags: LinkFlags,
+    ) -> Result<Option<Removed>, Failure> {
+        self.check_open_dir(pino)?;
+        let local = self.local(ino)?;
+        let dir = local.map_or(is_dir_mode(mode), |i| is_dir_mode(i.mode));
+        let mut links = Vec::new();
+        if flags.new_link {
+            match local {
+                None => {
+                    return Err(err(
+                        Errno::EXDEV,
+                        format!("inode {ino} of a new link is not here"),
+                    ));
+                }
+                Some(_) if dir => {
+                    return Err(err(Errno(libc::EPERM), format!("{ino} is a directory")));
+                }
+                Some(i) if i.nlink == 0 => {
+                    return Err(err(Errno::ENOENT, format!("inode {ino} has no links")));
+                }
+                Some(_) => links.push((ino, 1)),
             }
-            Some(i) => Ok(Removed {
+        }
+        let replaced = match self.store.lookup(pino, name) {
+            Some(_) if !flags.replace || flags.new_link => {
+                return Err(err(Errno::EEXIST, String::from_utf8_lossy(name)));
+            }
+            // A rename onto another name of the same inode: nothing to do.
+            Some(old) if old == ino => return Ok(None),
+            Some(old) => {
+                let t = self.removable(old, dir, false)?;
+                links.extend(t.drop_link());
+                self.parent_link(pino, t.dir, -1, &mut links);
+                Some((t, false))
+            }
+            None => None,
+        };
+        self.parent_link(pino, dir, 1, &mut links);
+        let change = Relink {
+            remove: None,
+            insert: Some((pino, name, ino)),
+            links: &links,
+        };
+        self.apply(&change, replaced, flags.orphan)
+    }
+
+    /// RENAME of `(src_pino, src_name)` to `(dst_pino, dst_name)`, both on this slice.
+    fn rename(
+        &mut self,
+        src: (u64, &[u8]),
+        dst: (u64, &[u8]),
+        flags: RenameFlags,
+    ) -> Result<Option<Removed>, Failure> {
+        let ((src_pino, src_name), (dst_pino, dst_name)) = (src, dst);
+        let ino = self.store.lookup(src_pino, src_name).ok_or_else(|| {
+            err(
+                Errno::ENOENT,
+                String::from_utf8_lossy(src_name).into_owned(),
+            )
+        })?;
+        self.check_open_dir(dst_pino)?;
+        let dir = self.local(ino)?.map_or(flags.dir, |i| is_dir_mode(i.mode));
+        let mut links = Vec::new();
+        let replaced = match self.store.lookup(dst_pino, dst_name) {
+            // The same inode (or the same entry): nothing to do.
+            Some(old) if old == ino => return Ok(None),
+            Some(old) => {
+                let t = self.removable(old, dir, false)?;
+                links.extend(t.drop_link());
+                self.parent_link(dst_pino, t.dir, -1, &mut links);
+                Some((t, false))
+            }
+            None => None,
+        };
+        self.parent_link(src_pino, dir, -1, &mut links);
+        self.parent_link(dst_pino, dir, 1, &mut links);
+        let change = Relink {
+            remove: Some((src_pino, src_name)),
+            insert: Some((dst_pino, dst_name, ino)),
+            links: &links,
+        };
+        self.apply(&change, replaced, flags.orphan)
+    }
+
+    /// RMINODE at the inode's home.
+    fn rm_inode(&mut self, ino: u64, orphan: bool) -> Result<Removed, Failure> {
+        let i = self.store.getattr(ino).map_err(fail)?;
+        let dir = is_dir_mode(i.mode);
+        if dir && self.store.has_dentries(ino) {
+            return Err(err(Errno::ENOTEMPTY, format!("directory {ino}")));
+        }
+        let t = Target {
+            ino,
+            local: Some(i),
+            dir,
+        };
+        if self.store.is_orphan(ino) {
+            // The last close of an unlinked open file.
+            self.store.remove_inode(ino).map_err(fail)?;
+            return Ok(Removed {
                 ino,
                 mode: i.mode,
                 size: i.size,
-                inode_freed: false,
+                fate: Fate::Freed,
                 hint: hint_to_wire(i.hint),
-            }),
-            None => Ok(Removed {
-                ino,
-                mode: 0,
-                size: 0,
-                inode_freed: false,
-                hint: Hint::default(),
-            }),
+            });
         }
+        let links: Vec<_> = t.drop_link().into_iter().collect();
+        let change = Relink {
+            links: &links,
+            ..Relink::default()
+        };
+        let removed = self.apply(&change, Some((t, false)), orphan)?;
+        removed.ok_or_else(|| err(Errno::EIO, "rminode removed nothing"))
     }
 
     /// Runs `req` on this slice and appends the reply payload to `out`.
@@ -198,6 +362,7 @@ impl Slice {
                 mode,
                 uid,
                 gid,
+                rdev,
                 hint,
                 excl,
                 name,
@@ -209,10 +374,14 @@ impl Slice {
                         _ => return Err(err(Errno::EEXIST, String::from_utf8_lossy(name))),
                     }
                 } else {
-                    let i = self
-                        .store
-                        .create(pino, name, mode, uid, gid, hint_to_store(hint))
-                        .map_err(fail)?;
+                    let new = NewInode {
+                        mode,
+                        uid,
+                        gid,
+                        rdev,
+                        hint: hint_to_store(hint),
+                    };
+                    let i = self.store.create_inode(pino, name, &new).map_err(fail)?;
                     Reply::Attr(attr(&i))
                 }
             }
@@ -229,7 +398,8 @@ impl Slice {
                     mode,
                     uid,
                     gid,
-                    nlink: 1,
+                    // A directory's entry and its `.`.
+                    nlink: if is_dir_mode(mode) { 2 } else { 1 },
                     atime_ns: now,
                     mtime_ns: now,
                     ctime_ns: now,
@@ -243,27 +413,9 @@ impl Slice {
                 pino,
                 ino,
                 mode,
-                replace,
+                flags,
                 name,
-            } => {
-                self.check_open_dir(pino)?;
-                let replaced = match self.store.lookup(pino, name) {
-                    Some(old) if old == ino => None,
-                    Some(_) if !replace => {
-                        return Err(err(Errno::EEXIST, String::from_utf8_lossy(name)));
-                    }
-                    Some(old) => {
-                        let flags = UnlinkFlags {
-                            dir: is_dir_mode(mode),
-                            keep_inode: false,
-                        };
-                        Some(self.remove_entry(pino, name, old, flags)?)
-                    }
-                    None => None,
-                };
-                self.store.insert_dentry(pino, name, ino).map_err(fail)?;
-                Reply::Removed(replaced)
-            }
+            } => Reply::Removed(self.link(pino, name, ino, mode, flags)?),
             Request::GetAttr { ino } => {
                 let i = self.store.getattr(ino).map_err(fail)?;
                 Reply::Attr(attr(&i))
@@ -299,16 +451,21 @@ impl Slice {
                         format!("{:?} in {pino}", String::from_utf8_lossy(name)),
                     )
                 })?;
-                Reply::Removed(Some(self.remove_entry(pino, name, ino, flags)?))
-            }
-            Request::RmInode { ino } => {
-                let i = self.store.getattr(ino).map_err(fail)?;
-                if is_dir_mode(i.mode) && self.store.has_dentries(ino) {
-                    return Err(err(Errno::ENOTEMPTY, format!("directory {ino}")));
+                let t = self.removable(ino, flags.dir, flags.keep_inode)?;
+                let mut links = Vec::new();
+                self.parent_link(pino, t.dir, -1, &mut links);
+                if !flags.keep_inode {
+                    links.extend(t.drop_link());
                 }
-                self.store.remove_inode(ino).map_err(fail)?;
-                Reply::Empty
+                let change = Relink {
+                    remove: Some((pino, name)),
+                    insert: None,
+                    links: &links,
+                };
+                let removed = self.apply(&change, Some((t, flags.keep_inode)), flags.orphan)?;
+                Reply::Removed(removed)
             }
+            Request::RmInode { ino, orphan } => Reply::Removed(Some(self.rm_inode(ino, orphan)?)),
             Request::DirSeal { pino, seal } => {
                 if seal {
                     self.sealed.insert(pino);
@@ -320,36 +477,10 @@ impl Slice {
             Request::Rename {
                 src_pino,
                 dst_pino,
+                flags,
                 src_name,
                 dst_name,
-            } => {
-                let ino = self.store.lookup(src_pino, src_name).ok_or_else(|| {
-                    err(
-                        Errno::ENOENT,
-                        String::from_utf8_lossy(src_name).into_owned(),
-                    )
-                })?;
-                self.check_open_dir(dst_pino)?;
-                let mode = self.local(ino)?.map_or(0, |i| i.mode);
-                let replaced = match self.store.lookup(dst_pino, dst_name) {
-                    Some(old) if old == ino => None,
-                    Some(old) => {
-                        let flags = UnlinkFlags {
-                            dir: is_dir_mode(mode),
-                            keep_inode: false,
-                        };
-                        Some(self.remove_entry(dst_pino, dst_name, old, flags)?)
-                    }
-                    None => None,
-                };
-                self.store
-                    .insert_dentry(dst_pino, dst_name, ino)
-                    .map_err(fail)?;
-                if (src_pino, src_name) != (dst_pino, dst_name) {
-                    self.store.remove_dentry(src_pino, src_name).map_err(fail)?;
-                }
-                Reply::Removed(replaced)
-            }
+            } => Reply::Removed(self.rename((src_pino, src_name), (dst_pino, dst_name), flags)?),
             Request::Open { ino, flags } => {
                 let mut i = self.store.getattr(ino).map_err(fail)?;
                 if flags & libc::O_TRUNC as u32 != 0 && !is_dir_mode(i.mode) && i.size != 0 {
@@ -401,27 +532,42 @@ impl Slice {
     }
 
     fn setattr(&mut self, ino: u64, set: SetAttr) -> Result<Attr, Failure> {
-        let mut size = set.size;
-        if let Some(to) = set.extend_to {
-            let cur = self.store.getattr(ino).map_err(fail)?.size;
-            if cur < to && size.is_none_or(|s| s < to) {
-                size = Some(to);
-            }
-        }
-        let change = pstore::SetAttr {
+        let needs_cur = set.extend_to.is_some() || set.mode.is_some() || set.nlink_delta.is_some();
+        let cur = if needs_cur {
+            Some(self.store.getattr(ino).map_err(fail)?)
+        } else {
+            None
+        };
+        let mut change = pstore::SetAttr {
             mode: set.mode,
             uid: set.uid,
             gid: set.gid,
-            size,
+            size: set.size,
             atime_ns: set.atime_ns,
             mtime_ns: set.mtime_ns,
             hint: None,
+            nlink: None,
         };
-        let mut change = change;
-        if let Some(m) = set.mode {
-            // Permission bits only: the type stays.
-            let cur = self.store.getattr(ino).map_err(fail)?.mode;
-            change.mode = Some((cur & libc::S_IFMT) | (m & !libc::S_IFMT));
+        if let Some(cur) = cur {
+            if let Some(to) = set.extend_to
+                && cur.size < to
+                && set.size.is_none_or(|s| s < to)
+            {
+                change.size = Some(to);
+            }
+            if let Some(m) = set.mode {
+                // Permission bits only: the type stays.
+                change.mode = Some((cur.mode & libc::S_IFMT) | (m & !libc::S_IFMT));
+            }
+            if let Some(delta) = set.nlink_delta {
+                if cur.nlink == 0 {
+                    return Err(err(Errno::ENOENT, format!("inode {ino} has no links")));
+                }
+                // Never the last link (RMINODE drops it) nor a directory's own two.
+                let floor = if is_dir_mode(cur.mode) { 2 } else { 1 };
+                let n = (i64::from(cur.nlink) + i64::from(delta)).clamp(floor, u32::MAX.into());
+                change.nlink = Some(n as u32);
+            }
         }
         self.store
             .setattr(ino, &change)

@@ -10,7 +10,7 @@ use fabric::{
 };
 use peakfs::master::proto::ClusterView;
 use peakfs::placement::{DataDist, Hint, Layout, home_lambda, name_lambda};
-use peakfs::protocol::{Attr, Errno, Removed, Reply, Request, SetAttr, UnlinkFlags};
+use peakfs::protocol::{Attr, Errno, LinkFlags, Removed, Reply, Request, SetAttr, UnlinkFlags};
 
 /// Regular file mode.
 pub const REG: u32 = libc::S_IFREG | 0o644;
@@ -98,6 +98,7 @@ impl Client {
             mode,
             uid: 0,
             gid: 0,
+            rdev: 0,
             hint,
             excl: true,
             name: name.as_bytes(),
@@ -125,12 +126,15 @@ impl Client {
             pino: parent.ino,
             ino: a.ino,
             mode: DIR,
-            replace: false,
+            flags: LinkFlags::default(),
             name: name.as_bytes(),
         };
         if let Err(e) = self.call(home_lambda(parent.ino), link) {
-            self.call(home_lambda(a.ino), Request::RmInode { ino: a.ino })
-                .unwrap();
+            let undo = Request::RmInode {
+                ino: a.ino,
+                orphan: false,
+            };
+            self.call(home_lambda(a.ino), undo).unwrap();
             return Err(e);
         }
         Ok(a)
@@ -199,7 +203,7 @@ impl Client {
             .dentry_lambda(parent.ino, parent.hint.bigdir, name.as_bytes());
         let flags = UnlinkFlags {
             dir,
-            keep_inode: false,
+            ..UnlinkFlags::default()
         };
         let p = self.call(
             l,
