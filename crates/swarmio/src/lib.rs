@@ -3,7 +3,6 @@
 //! hosts and GPU threads reach it through real NVMe queue pairs.
 //!
 //! - [`emulator`]: service units (dispatchers and workers), the emulated namespace, baseline mode.
-//! - [`due_queue`]: a worker's completions waiting for their target times.
 //! - [`timing_model`]: the global timing model with aggregated or per-request updates (§IV-D).
 //! - [`presets`]: timing presets of real SSDs from their datasheets.
 //! - [`store`]: RAM (sparse) or file blocks behind a volatile write cache.
@@ -11,7 +10,6 @@
 //! - [`faults`]: media errors, latency spikes; controller reset is [`emulator::SwarmIo::reset`].
 
 pub mod bench;
-pub mod due_queue;
 pub mod emulator;
 pub mod faults;
 pub mod presets;
