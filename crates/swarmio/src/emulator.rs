@@ -397,14 +397,22 @@ impl SwarmIo {
                 path.refresh();
                 // Requests `ahead` positions further have their memory already on its way into
                 // the cache: random small transfers are bound by memory latency, not bandwidth.
+                // Two steps: the chunk metadata `2 * ahead` positions further, then, `ahead`
+                // further, the data it says is there and the host buffer.
+                for req in staged.iter().take(2 * ahead) {
+                    self.prefetch_meta(&req.sqe);
+                }
                 for req in staged.iter().take(ahead) {
                     self.prefetch(&req.sqe, &path);
                 }
                 for (i, req) in staged.iter().enumerate() {
-                    if ahead > 0
-                        && let Some(later) = staged.get(i + ahead)
-                    {
-                        self.prefetch(&later.sqe, &path);
+                    if ahead > 0 {
+                        if let Some(later) = staged.get(i + 2 * ahead) {
+                            self.prefetch_meta(&later.sqe);
+                        }
+                        if let Some(later) = staged.get(i + ahead) {
+                            self.prefetch(&later.sqe, &path);
+                        }
                     }
                     let mut status = self.execute(&req.sqe, &mut path, &mut tally);
                     if !self.config.batched_copies
@@ -483,17 +491,32 @@ impl SwarmIo {
         }
     }
 
-    /// Starts loading the store blocks and host buffer that `sqe` will copy between.
-    fn prefetch(&self, sqe: &SubmissionEntry, path: &DataPath<'_>) {
+    /// The bytes `sqe` moves, for prefetching: `None` for commands that move no data.
+    fn data_range(&self, sqe: &SubmissionEntry) -> Option<(u64, u64)> {
         let op = sqe.opcode();
         if self.config.null_data || (op != IoOpcode::Read.code() && op != IoOpcode::Write.code()) {
-            return;
+            return None;
         }
         let lba = u64::from(self.config.lba_size);
-        let len = u64::from(sqe.block_count()) * lba;
-        self.store
-            .prefetch(sqe.slba().saturating_mul(lba), len as usize);
-        path.prefetch(sqe, len);
+        Some((
+            sqe.slba().saturating_mul(lba),
+            u64::from(sqe.block_count()) * lba,
+        ))
+    }
+
+    /// First prefetch step for `sqe`: the store's chunk metadata.
+    fn prefetch_meta(&self, sqe: &SubmissionEntry) {
+        if let Some((offset, len)) = self.data_range(sqe) {
+            self.store.prefetch_meta(offset, len as usize);
+        }
+    }
+
+    /// Second prefetch step for `sqe`: the store blocks that hold data, and the host buffer.
+    fn prefetch(&self, sqe: &SubmissionEntry, path: &DataPath<'_>) {
+        if let Some((offset, len)) = self.data_range(sqe) {
+            self.store.prefetch_data(offset, len as usize);
+            path.prefetch(sqe, len);
+        }
     }
 
     /// Reads `buf` at byte `offset` of the namespace. A PRP segment need not be block

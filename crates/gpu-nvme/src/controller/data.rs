@@ -269,17 +269,18 @@ impl<'a> DataPath<'a> {
         self.finish()
     }
 
-    /// Starts loading the host-memory lines of `sqe`'s `len`-byte buffer into the cache (see
+    /// Starts loading the lines of `sqe`'s `len`-byte buffer into the cache (see
     /// [`crate::memory::prefetch`]), for writing when the command reads the namespace into
-    /// them; GPU memory and unresolvable PRPs are left alone.
+    /// them. Only buffers of one or two pages (PRP lists are left alone); the PRPs are not
+    /// resolved, as a prefetch never faults (GPU addresses are simply not cached).
     pub fn prefetch(&self, sqe: &SubmissionEntry, len: u64) {
         let fill = sqe.opcode() == crate::spec::IoOpcode::Read.code();
-        if let Ok(segments) = self.segments(sqe, len) {
-            for s in segments.iter().filter(|s| s.kind == RegionKind::Host) {
+        if let Some(Ok((pieces, n))) = two_page_segments(sqe.prp1, sqe.prp2, len) {
+            for &(addr, len) in &pieces[..n] {
                 if fill {
-                    crate::memory::prefetch_for_write(s.addr as *const u8, s.len);
+                    crate::memory::prefetch_for_write(addr as *const u8, len as usize);
                 } else {
-                    crate::memory::prefetch(s.addr as *const u8, s.len);
+                    crate::memory::prefetch(addr as *const u8, len as usize);
                 }
             }
         }

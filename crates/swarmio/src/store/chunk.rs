@@ -89,6 +89,14 @@ impl Chunks {
         }
     }
 
+    /// The live-block mask of chunk `chunk` as it is now (a hint: no seqlock read).
+    pub(super) fn live_hint(&self, chunk: usize) -> u64 {
+        self.seqlocks
+            .as_slice()
+            .get(chunk)
+            .map_or(0, |s| s.live.load(Relaxed))
+    }
+
     /// Takes chunk `chunk` exclusively, spinning (then yielding) while another writer holds it.
     pub(super) fn lock(&self, chunk: usize) -> ChunkGuard<'_> {
         let seqlock = &self.seqlocks.as_slice()[chunk];

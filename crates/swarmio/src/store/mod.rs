@@ -382,15 +382,32 @@ impl Store {
         Ok(())
     }
 
-    /// Starts loading what a read or write of `len` bytes at `offset` will touch (the chunk's
-    /// seqlock and the data) into the cache. A hint: out-of-range requests are ignored.
-    pub fn prefetch(&self, offset: u64, len: usize) {
+    /// Starts loading the chunk metadata that a read or write of `len` bytes at `offset` will
+    /// look at first (a hint: out-of-range requests are ignored). The first of two prefetch
+    /// steps; [`prefetch_data`](Self::prefetch_data) follows once this has arrived.
+    pub fn prefetch_meta(&self, offset: u64, len: usize) {
         if self.check(offset, len as u64).is_err() {
             return;
         }
-        let words = self.data.words();
         for segment in self.segments(offset, len) {
             self.chunks.prefetch(segment.chunk);
+        }
+    }
+
+    /// Starts loading the data of `len` bytes at `offset` into the cache: only the blocks that
+    /// hold data in a sparse namespace (never-written blocks read as zeros without touching
+    /// memory, and a prefetch of their unmapped pages would cost a page walk for nothing). It
+    /// reads the chunks' live masks, so call it after [`prefetch_meta`](Self::prefetch_meta).
+    pub fn prefetch_data(&self, offset: u64, len: usize) {
+        if self.check(offset, len as u64).is_err() {
+            return;
+        }
+        let sparse = matches!(self.backing, Backing::Ram { .. });
+        let words = self.data.words();
+        for segment in self.segments(offset, len) {
+            if sparse && self.chunks.live_hint(segment.chunk) & segment.mask() == 0 {
+                continue;
+            }
             if let Some(first) = words.get(segment.start / 8) {
                 gpu_nvme::memory::prefetch(std::ptr::from_ref(first).cast(), segment.len);
             }
