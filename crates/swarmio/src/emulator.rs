@@ -376,6 +376,7 @@ impl SwarmIo {
             });
         let mut path = DataPath::new(&self.dma, copier);
         let mut posters: Vec<CqPoster> = Vec::new();
+        let mut last_poster = 0usize;
         let mut due = DueQueue::default();
         let ahead = self.config.prefetch_ahead;
         let mut staged: Vec<Request> = Vec::with_capacity(STAGE_CAPACITY);
@@ -386,7 +387,7 @@ impl SwarmIo {
         let mut idle = 0u32;
         while !self.threads.stopping() {
             mailbox.apply(&mut posters, |p| p.sqid);
-            let began = std::time::Instant::now();
+            let began = self.model.now_ns();
             // One staged batch per round, then the completions that are due: a worker that
             // drained a long backlog before posting would hold back completions past their
             // target times, and the submitters (a closed loop) would have fewer commands to
@@ -416,6 +417,7 @@ impl SwarmIo {
                     }
                     let mut status = self.execute(&req.sqe, &mut path, &mut tally);
                     if !self.config.batched_copies
+                        && path.copies_pending()
                         && let Err(failed) = timed(&mut tally.copy_wait_ns, || path.finish())
                         && status.is_success()
                     {
@@ -432,7 +434,7 @@ impl SwarmIo {
                     seq += 1;
                 }
             }
-            if arrived > 0
+            if path.copies_pending()
                 && let Err(status) = timed(&mut tally.copy_wait_ns, || path.finish())
             {
                 // The batch's copies into GPU memory failed: so did its successful commands.
@@ -444,16 +446,22 @@ impl SwarmIo {
                 }
             }
             let now = self.model.now_ns();
-            let posting = std::time::Instant::now();
             let mut posted = 0;
             while let Some(top) = due.0.front().copied() {
                 if top.target_ns > now {
                     break;
                 }
-                let Some(poster) = posters.iter_mut().find(|p| p.sqid == top.sqid) else {
-                    due.0.pop_front(); // its queue was deleted
-                    continue;
-                };
+                // Completions due together mostly came in one fetched batch, of one queue.
+                if posters.get(last_poster).is_none_or(|p| p.sqid != top.sqid) {
+                    match posters.iter().position(|p| p.sqid == top.sqid) {
+                        Some(i) => last_poster = i,
+                        None => {
+                            due.0.pop_front(); // its queue was deleted
+                            continue;
+                        }
+                    }
+                }
+                let poster = &mut posters[last_poster];
                 let status = Status::from_field(top.status).unwrap_or(Status::internal_error());
                 if !poster.post(top.cid, status, 0, top.sq_head) {
                     tally.cq_full += 1;
@@ -463,10 +471,11 @@ impl SwarmIo {
                 posted += 1;
             }
             if arrived > 0 || posted > 0 {
-                tally.busy_ns += began.elapsed().as_nanos() as u64;
-            }
-            if posted > 0 {
-                tally.post_ns += posting.elapsed().as_nanos() as u64;
+                let end = self.model.now_ns();
+                tally.busy_ns += end.saturating_sub(began);
+                if posted > 0 {
+                    tally.post_ns += end.saturating_sub(now);
+                }
             }
             if tally != ControllerStats::default() {
                 stats.add(&tally);

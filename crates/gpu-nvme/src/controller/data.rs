@@ -286,6 +286,12 @@ impl<'a> DataPath<'a> {
         }
     }
 
+    /// Whether copies into GPU memory were sent that [`finish`](Self::finish) has not waited
+    /// for yet.
+    pub fn copies_pending(&self) -> bool {
+        self.gpu.as_ref().is_some_and(|c| !c.pending.is_empty())
+    }
+
     /// Waits until every copy into GPU memory has landed; call before posting completions.
     pub fn finish(&mut self) -> Result<(), Status> {
         match self.gpu.as_mut() {

@@ -170,10 +170,11 @@ pub struct StatsCounters {
 }
 
 impl StatsCounters {
-    /// Adds a thread's locally tallied counts. A busy thread tallies its commands in a plain
-    /// [`ControllerStats`] and adds them here once per batch: an atomic add per command is a
-    /// locked instruction, which waits for the thread's pending stores (the data it just
-    /// copied) to drain.
+    /// Adds a thread's locally tallied counts. Each thread owns its counters (one
+    /// `StatsCounters` per thread, on lines of its own) and is their only writer, so the add
+    /// is a plain load and store: a locked add, even once per batch, waits for the thread's
+    /// pending stores (the data it just copied) to drain. Readers may see a batch's counts
+    /// in part, never torn values.
     pub fn add(&self, delta: &ControllerStats) {
         let pairs = [
             (&self.commands, delta.commands),
@@ -191,7 +192,7 @@ impl StatsCounters {
         ];
         for (counter, value) in pairs {
             if value != 0 {
-                counter.fetch_add(value, Ordering::Relaxed);
+                counter.store(counter.load(Ordering::Relaxed) + value, Ordering::Relaxed);
             }
         }
     }
