@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# GoFS, PeakFS and cART on the GPU machine's 16 CPU cores (no GPU used), binaries in $BIN.
+# Usage: BIN=gpu-run/bin [PARTS="gofs cart peakfs"] bash bench/cpu-16core.sh
+# (JSON lines into $OUT or /tmp)
+set -u
+B=${BIN:-gpu-run/bin}; O=${OUT:-/tmp}; PARTS=${PARTS:-gofs cart peakfs}
+nproc; date -u
+if [[ " $PARTS " == *" gofs "* ]]; then
+echo "== GoFS bench, tmpfs image, three runs (raw controller in each)"
+for i in 1 2 3; do
+  timeout 200 $B/gofs bench --image /dev/shm/gofs.img --image-mib 1024 --json > $O/gofs-$i.jsonl 2>/tmp/g.err
+  echo "-- run $i rc=$?"; tail -2 /tmp/g.err
+  python3 - $O/gofs-$i.jsonl <<'PY'
+import json,sys
+for l in open(sys.argv[1]):
+    try: r=json.loads(l)
+    except Exception: continue
+    x=r.get("extra",{})
+    print(f'{r["system"]:8} {r["workload"]:24} {r["iops"]:>12.0f} IOPS {r["gbps"]:7.3f} GB/s ratio_to_raw {x.get("ratio_to_raw","-")} speedup {x.get("speedup_vs_perfile","-")}')
+PY
+  rm -f /dev/shm/gofs.img
+done
+fi
+if [[ " $PARTS " == *" cart "* ]]; then
+echo "== cART against HashMap, 10 M names"
+timeout 200 $B/peakfs-cart-bench --names 10000000 2>&1 | tail -6
+fi
+if [[ " $PARTS " == *" peakfs "* ]]; then
+echo "== PeakFS on loopback: master + 2 servers x 4 workers, 8 client processes"
+PEAKFS_DATA_MIB=4096 PEAKFS_BIN_DIR=$B PEAKFS_SERVER_WORKERS=4 timeout 300 bash ci/peakfs-cluster.sh --servers 2 -- \
+  bash -c '$PEAKFS --master $PEAKFS_MASTER bench --procs 8 --files 10000 --ior-mib 64 --echo-ops 100000' 2>&1 | tail -20
+fi
