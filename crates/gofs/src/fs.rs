@@ -242,7 +242,10 @@ impl Fs {
 
     /// A read hold on the engine's read gate (take it while holding the engine lock).
     fn read_gate(&self) -> std::sync::RwLockReadGuard<'_, ()> {
-        self.shared.read_gate.read().unwrap_or_else(|e| e.into_inner())
+        self.shared
+            .read_gate
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     fn stop_flusher(&mut self) {

@@ -273,7 +273,9 @@ impl BlockIo for NvmeBlocks {
             self.check(*blk, buf.len())?;
         }
         if !reqs.iter().all(|(_, buf)| Self::direct(buf)) {
-            return reqs.iter_mut().try_for_each(|(blk, buf)| self.read(*blk, buf));
+            return reqs
+                .iter_mut()
+                .try_for_each(|(blk, buf)| self.read(*blk, buf));
         }
         // All of them in flight together, each into its own buffer.
         let mut lbas: Vec<(u64, &mut [u8])> = reqs
