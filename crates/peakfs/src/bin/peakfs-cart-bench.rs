@@ -6,6 +6,14 @@
 //! global allocator (live heap bytes before and after building each structure), not estimated.
 //! Random-order gets alternate between the two structures in turns, so that a shared machine's
 //! interference lands on both alike.
+//!
+//! Wall-clock times on a shared machine are noisy; for a deterministic comparison of random
+//! lookups, count instructions and cache misses of one turn function per structure, e.g.
+//! `valgrind --tool=callgrind --cache-sim=yes --LL=8388608,16,64
+//! --toggle-collect='*get_rand_cart*' peakfs-cart-bench --names 2000000 --only get-rand`
+//! (and `*get_rand_hashmap*`). Both also depend on the page size: run with
+//! `GLIBC_TUNABLES=glibc.malloc.hugetlb=1` to see them on transparent huge pages, where a
+//! HashMap's large tables gain the most.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::HashMap;
@@ -79,6 +87,22 @@ struct Args {
     /// Print JSON lines (the common bench record) instead of the table.
     #[arg(long)]
     json: bool,
+    /// Run only these phases after building both structures (the build is always timed as
+    /// put); e.g. `--only get-rand` to look at random lookups under callgrind, where
+    /// `get_rand_cart` and `get_rand_hashmap` hold one turn of each structure's lookups.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    only: Vec<Phase>,
+}
+
+/// A timed phase after the build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Phase {
+    /// Gets in insertion order.
+    GetSeq,
+    /// Gets in a random order, both structures in alternating turns.
+    GetRand,
+    /// Removes of every name in insertion order.
+    Remove,
 }
 
 fn shuffled(n: usize) -> Vec<u32> {
@@ -174,22 +198,14 @@ fn get_rand_interleaved(
     keys: &[(u64, String)],
     order: &[u32],
 ) -> anyhow::Result<(Duration, Duration)> {
-    fn turn(index: &impl Index, keys: &[(u64, String)], part: &[u32]) -> (Duration, usize) {
-        let t = Instant::now();
-        let mut found = 0;
-        for &i in part {
-            found += usize::from(black_box(index.get(&keys[i as usize])).is_some());
-        }
-        (t.elapsed(), found)
-    }
     let (mut tc, mut tm) = (Duration::ZERO, Duration::ZERO);
     for (j, part) in order.chunks(TURN).enumerate() {
         let ((dc, fc), (dm, fm)) = if j % 2 == 0 {
-            let x = turn(c, keys, part);
-            (x, turn(m, keys, part))
+            let x = get_rand_cart(c, keys, part);
+            (x, get_rand_hashmap(m, keys, part))
         } else {
-            let y = turn(m, keys, part);
-            (turn(c, keys, part), y)
+            let y = get_rand_hashmap(m, keys, part);
+            (get_rand_cart(c, keys, part), y)
         };
         if fc != part.len() || fm != part.len() {
             bail!(
@@ -203,6 +219,34 @@ fn get_rand_interleaved(
     Ok((tc, tm))
 }
 
+/// One turn of random-order gets on one structure: its time and how many were found.
+#[inline(always)]
+fn get_rand_turn<I: Index>(index: &I, keys: &[(u64, String)], part: &[u32]) -> (Duration, usize) {
+    let t = Instant::now();
+    let mut found = 0;
+    for &i in part {
+        found += usize::from(black_box(index.get(&keys[i as usize])).is_some());
+    }
+    (t.elapsed(), found)
+}
+
+/// [`get_rand_turn`] on cART, not inlined so that a profiler can single it out
+/// (`valgrind --tool=callgrind --toggle-collect='*get_rand_cart*'`).
+#[inline(never)]
+fn get_rand_cart(c: &Cart, keys: &[(u64, String)], part: &[u32]) -> (Duration, usize) {
+    get_rand_turn(c, keys, part)
+}
+
+/// [`get_rand_turn`] on the HashMap, not inlined (`--toggle-collect='*get_rand_hashmap*'`).
+#[inline(never)]
+fn get_rand_hashmap(
+    m: &HashMap<(u64, String), u64>,
+    keys: &[(u64, String)],
+    part: &[u32],
+) -> (Duration, usize) {
+    get_rand_turn(m, keys, part)
+}
+
 fn remove_all(index: &mut impl Index, keys: &[(u64, String)]) -> Duration {
     let t = Instant::now();
     for k in keys {
@@ -211,7 +255,8 @@ fn remove_all(index: &mut impl Index, keys: &[(u64, String)]) -> Duration {
     t.elapsed()
 }
 
-fn run_both(keys: &[(u64, String)], order: &[u32]) -> anyhow::Result<[Run; 2]> {
+fn run_both(keys: &[(u64, String)], order: &[u32], only: &[Phase]) -> anyhow::Result<[Run; 2]> {
+    let runs = |p: Phase| only.is_empty() || only.contains(&p);
     let (mut c, c_mem, c_put) = build(Cart::new(), keys).context("cART")?;
     if c_mem != c.memory_bytes() {
         tracing::warn!(
@@ -221,28 +266,29 @@ fn run_both(keys: &[(u64, String)], order: &[u32]) -> anyhow::Result<[Run; 2]> {
         );
     }
     let (mut m, m_mem, m_put) = build(HashMap::new(), keys).context("HashMap")?;
-    let c_seq = get_seq(&c, keys, "cART")?;
-    let m_seq = get_seq(&m, keys, "HashMap")?;
-    let (c_rand, m_rand) = get_rand_interleaved(&c, &m, keys, order)?;
-    let c_remove = remove_all(&mut c, keys);
-    if !c.is_empty() {
-        bail!("cART kept {} dentries after removing all", c.len());
+    let (mut ct, mut mt) = (vec![("put", c_put)], vec![("put", m_put)]);
+    if runs(Phase::GetSeq) {
+        ct.push(("get-seq", get_seq(&c, keys, "cART")?));
+        mt.push(("get-seq", get_seq(&m, keys, "HashMap")?));
     }
-    let m_remove = remove_all(&mut m, keys);
-    let run = |structure, memory, put, seq, rand, remove| Run {
+    if runs(Phase::GetRand) {
+        let (c_rand, m_rand) = get_rand_interleaved(&c, &m, keys, order)?;
+        ct.push(("get-rand", c_rand));
+        mt.push(("get-rand", m_rand));
+    }
+    if runs(Phase::Remove) {
+        ct.push(("remove", remove_all(&mut c, keys)));
+        if !c.is_empty() {
+            bail!("cART kept {} dentries after removing all", c.len());
+        }
+        mt.push(("remove", remove_all(&mut m, keys)));
+    }
+    let run = |structure, memory, timings| Run {
         structure,
         memory,
-        timings: vec![
-            ("put", put),
-            ("get-seq", seq),
-            ("get-rand", rand),
-            ("remove", remove),
-        ],
+        timings,
     };
-    Ok([
-        run("cart", c_mem, c_put, c_seq, c_rand, c_remove),
-        run("hashmap", m_mem, m_put, m_seq, m_rand, m_remove),
-    ])
+    Ok([run("cart", c_mem, ct), run("hashmap", m_mem, mt)])
 }
 
 fn main() -> anyhow::Result<()> {
@@ -265,7 +311,7 @@ fn main() -> anyhow::Result<()> {
         })
         .collect();
     let order = shuffled(keys.len());
-    let runs = run_both(&keys, &order)?;
+    let runs = run_both(&keys, &order, &args.only)?;
     let mut records = Vec::new();
     for run in &runs {
         for &(op, d) in &run.timings {

@@ -19,6 +19,37 @@
 //!
 //! Nodes live in chunked arenas addressed by `u32` indices, which keeps references small and
 //! makes [`Cart::memory_bytes`] exact for the nodes.
+//!
+//! # Random lookups
+//!
+//! Structured names (§IV-F: a common prefix and dot-separated serial numbers) make a deep
+//! tree: one level per digit, and for millions of names the lowest two or three levels miss
+//! in cache on every random lookup, each miss waiting for the one before. A hash table pays
+//! about as many misses, so a plain walk is no faster than a `HashMap`. Two things make cART's
+//! random lookups faster:
+//!
+//! - *The jump table* goes straight to the node that holds the name's last byte (its *leaf
+//!   holder*), skipping every level above it: one miss in the table, one in the node. It is
+//!   keyed by the name's *stem* (all but the last three bytes, at most `STEM_MAX`) and the two
+//!   bytes after the stem. Stems are interned once (`Stems`: the exact bytes, found through a
+//!   small hash index that stays in cache) and shared by all the names that end below them, so
+//!   an entry of the table proper (`Leaves`) is one word: stem id, two bytes, node. A lookup
+//!   compares the whole stem and both bytes, so a hash collision costs a probe, never a wrong
+//!   node. The table is exact because a node's *slot path* (the name bytes in front of its slot
+//!   byte) never changes while it lives: a split above a node moves the front of its prefix
+//!   into a new parent and a merge prepends its parent's bytes, but neither moves its slot
+//!   byte. So an entry can only go stale when its node is retired (freed, or replaced by a node
+//!   of another size); the insert or remove that retires it walked through it, so the retired
+//!   node's entry is keyed by a prefix of that name, and `Cart::settle` fixes it right after.
+//!   Inserts enter a leaf holder once it holds `JUMP_MIN_SLOTS` names (a node holding one or
+//!   two names is not worth an entry), while the table takes at most a quarter of the nodes'
+//!   bytes; any other name is looked up by walking from the root.
+//! - *A lookup makes no branch on data that misses in cache* where it can be avoided (the
+//!   key search is a masked SIMD compare, the table probe picks between two slots with a
+//!   conditional move, the name is copied into a zero-padded buffer so a prefix check is one
+//!   16-byte compare) and runs few instructions: consecutive independent lookups then overlap
+//!   in the core, which is where a random lookup's time goes. The lines of a node are
+//!   prefetched together as soon as its address is known.
 
 use std::collections::HashMap;
 use std::ops::ControlFlow;
@@ -32,7 +63,6 @@ pub const MAX_NAME: usize = 255;
 
 const CHILD: u64 = 1 << 63;
 const EMPTY: u64 = u64::MAX;
-const CHUNK: usize = 1024;
 
 /// Errors of the dentry index.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -78,6 +108,7 @@ impl Ref {
     }
 
     /// The child reference in a value word, or `None` for a leaf value.
+    #[inline(always)]
     fn from_word(w: u64) -> Option<Ref> {
         if w & CHILD == 0 {
             return None;
@@ -115,32 +146,43 @@ impl<const N: usize> Small<N> {
         }
     }
 
+    #[inline(always)]
     fn find(&self, b: u8) -> Option<usize> {
         // Branch-free: one flag bit per key, masked by the count. A branch on which key
         // matched would depend on a node that random lookups have just missed in cache; its
         // mispredictions flush the loads that the core has already started for the next lookup.
         let (blocks, _) = self.keys.as_chunks::<16>();
-        let mut hits = 0u64;
-        for (c, k) in blocks.iter().enumerate() {
-            hits |= u64::from(eq_mask16(k, b)) << (c * 16);
-        }
-        hits &= u64::MAX
-            .checked_shr(64 - u32::from(self.count))
-            .unwrap_or(0);
+        let count = u32::from(self.count);
+        let hits = if N == 16 {
+            u64::from(eq_mask16(&blocks[0], b) & ((1u32 << count) - 1))
+        } else {
+            let mut hits = 0u64;
+            for (c, k) in blocks.iter().enumerate() {
+                hits |= u64::from(eq_mask16(k, b)) << (c * 16);
+            }
+            hits & u64::MAX.checked_shr(64 - count).unwrap_or(0)
+        };
         (hits != 0).then(|| hits.trailing_zeros() as usize)
     }
 
+    #[inline(always)]
     fn val(&self, i: usize) -> u64 {
         u64::from_le_bytes(self.vals[i])
     }
 
-    /// One lookup step: strips the prefix from `key`, then finds the slot of the next byte.
-    /// Returns the slot byte, the key after it and the slot's word.
-    #[inline]
-    fn step<'k>(&self, key: &'k [u8]) -> Option<(u8, &'k [u8], u64)> {
-        let (b, rest) = split(strip(key, self.prefix())?);
-        let i = self.find(b)?;
-        Some((b, rest, self.val(i)))
+    /// One lookup step at key position `pos`: checks the prefix, then finds the slot of the
+    /// byte after it. Returns the slot's word and the position after the slot byte.
+    #[inline(always)]
+    fn step<const K: usize>(&self, key: &Key<'_, K>, pos: usize) -> Option<(u64, usize)> {
+        let plen = usize::from(self.plen);
+        let end = pos + plen;
+        // Most levels have no prefix, and a tree's levels have the same pattern for most names:
+        // the branch predicts well and skips the compare.
+        if plen != 0 && (end > key.len || !key.ends_with_at(end, self.vals.as_flattened(), plen)) {
+            return None;
+        }
+        let i = self.find(key.at(end))?;
+        Some((self.val(i), end + 1))
     }
 
     fn prefix(&self) -> &[u8] {
@@ -201,17 +243,23 @@ impl Node256 {
     }
 }
 
-/// A chunked arena with a free list: chunks never move, so memory grows by at most one chunk.
+/// A chunked arena with a free list: chunks of `C` nodes (a power of two) never move, so
+/// memory grows by at most one chunk, and a node's address is one chunk load away from its
+/// index (the index within a chunk needs no bounds check). Chunks of about 150 KB: chunks of
+/// 2 MB (for transparent huge pages) measured slower on random lookups.
 #[derive(Debug)]
-struct Arena<T> {
-    chunks: Vec<Vec<T>>,
+struct Arena<T, const C: usize> {
+    chunks: Vec<Box<[T; C]>>,
+    /// Nodes handed out from the chunks (free or not).
+    used: usize,
     free: Vec<u32>,
 }
 
-impl<T> Arena<T> {
+impl<T: Clone, const C: usize> Arena<T, C> {
     fn new() -> Self {
         Self {
             chunks: Vec::new(),
+            used: 0,
             free: Vec::new(),
         }
     }
@@ -221,50 +269,76 @@ impl<T> Arena<T> {
             *self.get_mut(i) = node;
             return i;
         }
-        if self.chunks.last().is_none_or(|c| c.len() == CHUNK) {
-            self.chunks.push(Vec::new());
+        if self.used == self.chunks.len() * C {
+            let chunk: Box<[T]> = vec![node.clone(); C].into_boxed_slice();
+            let Ok(chunk) = chunk.try_into() else {
+                unreachable!("a chunk has C nodes")
+            };
+            self.chunks.push(chunk);
         }
-        let n = self.chunks.len() - 1;
-        let last = &mut self.chunks[n];
-        last.push(node);
-        (n * CHUNK + last.len() - 1) as u32
+        let i = self.used as u32;
+        self.used += 1;
+        *self.get_mut(i) = node;
+        i
     }
 
+    #[inline(always)]
     fn get(&self, i: u32) -> &T {
         let i = i as usize;
-        &self.chunks[i / CHUNK][i % CHUNK]
+        &self.chunks[i / C][i % C]
     }
 
     fn get_mut(&mut self, i: u32) -> &mut T {
         let i = i as usize;
-        &mut self.chunks[i / CHUNK][i % CHUNK]
+        &mut self.chunks[i / C][i % C]
     }
 
     fn release(&mut self, i: u32) {
         self.free.push(i);
     }
 
+    /// Nodes in use.
+    #[cfg(test)]
+    fn live(&self) -> usize {
+        self.used - self.free.len()
+    }
+
     fn bytes(&self) -> usize {
-        self.chunks
-            .iter()
-            .map(|c| c.capacity() * size_of::<T>())
-            .sum::<usize>()
-            + self.chunks.capacity() * size_of::<Vec<T>>()
+        self.chunks.len() * C * size_of::<T>()
+            + self.chunks.capacity() * size_of::<Box<[T; C]>>()
             + self.free.capacity() * 4
     }
 }
 
+/// Bit `i` set where `a[i] == b[i]`: one SSE2 byte compare and mask move.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn eq_mask(a: &[u8; 16], b: &[u8; 16]) -> u32 {
+    use std::arch::x86_64::{_mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8};
+    // SAFETY: SSE2 is part of the x86_64 baseline; each unaligned load reads the 16 bytes of
+    // an array reference.
+    unsafe {
+        let va = _mm_loadu_si128(a.as_ptr().cast());
+        let vb = _mm_loadu_si128(b.as_ptr().cast());
+        _mm_movemask_epi8(_mm_cmpeq_epi8(va, vb)) as u32
+    }
+}
+
+/// Bit `i` set where `a[i] == b[i]`.
+#[cfg(not(target_arch = "x86_64"))]
+fn eq_mask(a: &[u8; 16], b: &[u8; 16]) -> u32 {
+    (0..16).fold(0, |m, i| m | (u32::from(a[i] == b[i]) << i))
+}
+
 /// Bit `i` set where `keys[i] == b`: one SSE2 byte compare and mask move.
 #[cfg(target_arch = "x86_64")]
-#[inline]
+#[inline(always)]
 fn eq_mask16(keys: &[u8; 16], b: u8) -> u32 {
-    use std::arch::x86_64::{_mm_cmpeq_epi8, _mm_movemask_epi8, _mm_set_epi64x, _mm_set1_epi8};
-    let (words, _) = keys.as_chunks::<8>();
-    let (lo, hi) = (i64::from_le_bytes(words[0]), i64::from_le_bytes(words[1]));
-    // SAFETY: these intrinsics only need SSE2, which every x86_64 CPU has; they take values,
-    // not pointers.
+    use std::arch::x86_64::{_mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8};
+    // SAFETY: SSE2 is part of the x86_64 baseline; the unaligned load reads the 16 bytes of
+    // an array reference.
     unsafe {
-        let v = _mm_set_epi64x(hi, lo);
+        let v = _mm_loadu_si128(keys.as_ptr().cast());
         _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(b as i8))) as u32
     }
 }
@@ -286,19 +360,36 @@ enum NodeRef<'a> {
 }
 
 impl NodeRef<'_> {
+    /// One lookup step (see [`Small::step`]).
+    #[inline(always)]
+    fn step<const K: usize>(self, key: &Key<'_, K>, pos: usize) -> Option<(u64, usize)> {
+        match self {
+            Self::N16(s) => s.step(key, pos),
+            Self::N64(s) => s.step(key, pos),
+            Self::N256(s) => Some((s.val(key.at(pos))?, pos + 1)),
+        }
+    }
+
+    fn prefix_len(self) -> usize {
+        match self {
+            Self::N16(s) => usize::from(s.plen),
+            Self::N64(s) => usize::from(s.plen),
+            Self::N256(_) => 0,
+        }
+    }
+
     /// Random lookups are bound by cache misses, and within a node the header (count, prefix
     /// length), the prefix (value tail) and the matching value are each a dependent load on
     /// another line: load the node's lines at once so a level costs one miss, not three.
-    fn prefetch(self, rest: &[u8]) {
+    /// `b`: the next key byte (the slot a Node256 will read).
+    #[inline(always)]
+    fn prefetch(self, b: u8) {
         match self {
             Self::N16(s) => prefetch_lines(s, [0, 64, 128, size_of::<Small<16>>() - 1]),
             // Header lines and the prefix tail; the value line is known only after the search.
             Self::N64(s) => prefetch_lines(s, [0, 64, size_of::<Small<64>>() - 1]),
             // No prefix: the slot of the next key byte is the only line needed.
-            Self::N256(s) => {
-                let b = rest.first().copied().unwrap_or(0);
-                prefetch_lines(s, [usize::from(b) * 8]);
-            }
+            Self::N256(s) => prefetch_lines(s, [usize::from(b) * 8]),
         }
     }
 }
@@ -324,13 +415,468 @@ fn prefetch_line(p: *const u8) {
 #[cfg(not(target_arch = "x86_64"))]
 fn prefetch_line(_p: *const u8) {}
 
+/// Bytes in front of a [`Key`]'s name: a prefix compare reads the 16 bytes that end where
+/// the prefix ends, whatever the position.
+const KEY_PAD: usize = 16;
+
+/// Names shorter than this are looked up in a small key buffer (less to clear).
+const SHORT_NAME: usize = 48;
+
+/// A looked-up name in a padded buffer of `N` bytes, so that each level reads its key bytes
+/// without a branch: the byte at the name's length is 0 (slot byte 0: the name ends here),
+/// and a prefix of up to 16 bytes is one masked 16-byte compare.
+struct Key<'b, const N: usize> {
+    buf: &'b [u8; N],
+    len: usize,
+}
+
+impl<'b, const N: usize> Key<'b, N> {
+    /// `name` copied into `buf`, which is zero (the caller checked `KEY_PAD + name.len() < N`).
+    #[inline(always)]
+    fn new(buf: &'b mut [u8; N], name: &[u8]) -> Self {
+        let len = name.len();
+        let dst = &mut buf[KEY_PAD..KEY_PAD + len];
+        if len >= 16 {
+            // 16-byte pieces, the last one ending at the name's end (overlapping): no call.
+            for i in (0..len - 16).step_by(16) {
+                dst[i..i + 16].copy_from_slice(&name[i..i + 16]);
+            }
+            dst[len - 16..].copy_from_slice(&name[len - 16..]);
+        } else {
+            dst.copy_from_slice(name);
+        }
+        Self { buf, len }
+    }
+
+    /// The 16 bytes that end at position `end` (`end <= 48`; zero in front of the name).
+    #[inline(always)]
+    fn window(&self, end: usize) -> [u8; 16] {
+        self.buf[end..end + 16].try_into().unwrap_or([0; 16])
+    }
+
+    /// The byte at `pos` (0 at `len`); `pos <= len`.
+    #[inline(always)]
+    fn at(&self, pos: usize) -> u8 {
+        self.buf[KEY_PAD + pos]
+    }
+
+    /// Whether the `plen` key bytes ending at `end` (`plen <= end <= len`) are the last
+    /// `plen` bytes of `vals` (at least 16 bytes long).
+    #[inline(always)]
+    fn ends_with_at(&self, end: usize, vals: &[u8], plen: usize) -> bool {
+        let t = vals.len();
+        if plen <= 16 {
+            // The 16 key bytes ending at `end` start at buffer index `end` (KEY_PAD in front).
+            let (Ok(k), Ok(v)) = (
+                self.buf[end..end + 16].try_into(),
+                vals[t - 16..].try_into(),
+            ) else {
+                return false;
+            };
+            let differ = !eq_mask(k, v) & 0xffff;
+            return differ >> (16 - plen) == 0;
+        }
+        self.buf[KEY_PAD + end - plen..KEY_PAD + end] == vals[t - plen..]
+    }
+}
+
+/// The longest stem the jump table holds: a name of `len` bytes jumps through its stem, its
+/// first `len - 3` bytes.
+const STEM_MAX: usize = 48;
+
+/// A node enters the jump table once it holds this many slots: a node holding fewer (such as
+/// the chain below a name that shares little with others) is not worth an entry.
+const JUMP_MIN_SLOTS: usize = 4;
+
+/// Bits of a packed node index (a packed reference is the kind in two bits above it).
+const PACK_IDX_BITS: u32 = 24;
+
+/// Bits of a packed node reference.
+const PACK_BITS: u32 = PACK_IDX_BITS + 2;
+
+/// The jump-table key of the node whose slot byte is at position `d` of `path`: the stem
+/// `path[..d - 2]` and the two bytes after it, if the table can hold them.
+fn jump_key(path: &[u8], d: usize) -> Option<(&[u8], u16)> {
+    if d < 3 || d - 2 > STEM_MAX || d > path.len() {
+        return None;
+    }
+    Some((
+        &path[..d - 2],
+        u16::from_le_bytes([path[d - 2], path[d - 1]]),
+    ))
+}
+
+/// A node reference in 26 bits, if its index fits.
+fn pack(r: Ref) -> Option<u32> {
+    let kind = match r.kind {
+        Kind::N16 => 0,
+        Kind::N64 => 1,
+        Kind::N256 => 2,
+    };
+    (r.idx < 1 << PACK_IDX_BITS).then_some(kind << PACK_IDX_BITS | r.idx)
+}
+
+/// The hash of a stem: its directory, its length and its last 16 bytes (zero in front of a
+/// shorter stem). Stems that differ only further forward share a hash and probe on; the
+/// compare of the whole stem keeps lookups exact.
+#[inline(always)]
+fn stem_hash(pino: u64, len: usize, last16: [u8; 16]) -> u64 {
+    let (lo, hi) = last16.split_at(8);
+    let lo = u64::from_le_bytes(lo.try_into().unwrap_or([0; 8]));
+    let hi = u64::from_le_bytes(hi.try_into().unwrap_or([0; 8]));
+    let h = lo.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        ^ hi.wrapping_mul(0xC2B2_AE3D_27D4_EB4F)
+        ^ (pino ^ (len as u64) << 56).wrapping_mul(0x1656_67B1_9E37_79F9);
+    (h ^ h >> 31).wrapping_mul(0xBF58_476D_1CE4_E5B9)
+}
+
+/// [`stem_hash`] of a stem held in a slice.
+fn slice_hash(pino: u64, path: &[u8]) -> u64 {
+    let mut last = [0; 16];
+    let tail = &path[path.len().saturating_sub(16)..];
+    last[16 - tail.len()..].copy_from_slice(tail);
+    stem_hash(pino, path.len(), last)
+}
+
+/// Bit `i` set where the first 48 bytes of `a` and `b` agree.
+#[inline(always)]
+fn eq_mask48(a: &[u8; STEM_MAX], b: &[u8; STEM_MAX]) -> u64 {
+    let (a, b) = (a.as_chunks::<16>().0, b.as_chunks::<16>().0);
+    u64::from(eq_mask(&a[0], &b[0]))
+        | u64::from(eq_mask(&a[1], &b[1])) << 16
+        | u64::from(eq_mask(&a[2], &b[2])) << 32
+}
+
+/// Slot `h` of a non-empty table of `2^(64 - shift)` slots (top bits of the hash).
+#[inline(always)]
+fn home(h: u64, shift: u32) -> usize {
+    (h >> (shift & 63)) as usize
+}
+
+/// One interned stem: a directory and up to [`STEM_MAX`] name bytes, and how many jump
+/// entries name it. One cache line.
+#[derive(Debug, Clone, Copy)]
+#[repr(C, align(64))]
+struct Stem {
+    /// The bytes, zero beyond `len`.
+    path: [u8; STEM_MAX],
+    pino: u64,
+    refs: u32,
+    len: u8,
+}
+
+/// Interned stems under stable ids (the jump table refers to them), found by their bytes
+/// through an open-addressing index (linear probing, at most half full).
+#[derive(Debug)]
+struct Stems {
+    arena: Vec<Stem>,
+    free: Vec<u32>,
+    /// Stem id + 1 per slot; 0: empty.
+    index: Vec<u32>,
+    shift: u32,
+    live: usize,
+    /// Live stems per length: a lookup skips a length no stem has.
+    by_len: [u32; STEM_MAX + 1],
+}
+
+impl Stems {
+    fn new() -> Self {
+        Self {
+            arena: Vec::new(),
+            free: Vec::new(),
+            index: Vec::new(),
+            shift: 64,
+            live: 0,
+            by_len: [0; STEM_MAX + 1],
+        }
+    }
+
+    fn next(&self, i: usize) -> usize {
+        (i + 1) & (self.index.len() - 1)
+    }
+
+    fn hash_of(&self, id: u32) -> u64 {
+        let s = &self.arena[id as usize];
+        slice_hash(s.pino, &s.path[..usize::from(s.len)])
+    }
+
+    /// The stem of the key's first `len` bytes (`1 <= len <= STEM_MAX`).
+    #[inline(always)]
+    fn find_key<const N: usize>(&self, pino: u64, key: &Key<'_, N>, len: usize) -> Option<u32> {
+        if self.by_len[len] == 0 {
+            return None;
+        }
+        let (name, _) = key.buf[KEY_PAD..].split_first_chunk::<STEM_MAX>()?;
+        let h = stem_hash(pino, len, key.window(len));
+        let want = (1u64 << len) - 1;
+        let mut i = home(h, self.shift);
+        loop {
+            let id = self.index[i].checked_sub(1)?;
+            let s = &self.arena[id as usize];
+            if s.pino == pino
+                && usize::from(s.len) == len
+                && eq_mask48(&s.path, name) & want == want
+            {
+                return Some(id);
+            }
+            i = self.next(i);
+        }
+    }
+
+    /// The index slot holding the stem `(pino, path)`, or the empty slot where it would go.
+    fn position(&self, pino: u64, path: &[u8]) -> usize {
+        let mut i = home(slice_hash(pino, path), self.shift);
+        loop {
+            let Some(id) = self.index[i].checked_sub(1) else {
+                return i;
+            };
+            let s = &self.arena[id as usize];
+            if s.pino == pino && &s.path[..usize::from(s.len)] == path {
+                return i;
+            }
+            i = self.next(i);
+        }
+    }
+
+    /// The stem `(pino, path)`, if interned.
+    fn find(&self, pino: u64, path: &[u8]) -> Option<u32> {
+        if path.is_empty() || path.len() > STEM_MAX || self.by_len[path.len()] == 0 {
+            return None;
+        }
+        self.index[self.position(pino, path)].checked_sub(1)
+    }
+
+    /// The stem `(pino, path)`, interned if new (with no references yet); `None` if the
+    /// stems are out of ids.
+    fn intern(&mut self, pino: u64, path: &[u8]) -> Option<u32> {
+        if let Some(id) = self.find(pino, path) {
+            return Some(id);
+        }
+        if 2 * (self.live + 1) > self.index.len() {
+            self.grow();
+        }
+        let mut stem = Stem {
+            path: [0; STEM_MAX],
+            pino,
+            refs: 0,
+            len: path.len() as u8,
+        };
+        stem.path[..path.len()].copy_from_slice(path);
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.arena[id as usize] = stem;
+                id
+            }
+            None if self.arena.len() + 1 < 1 << (64 - PACK_BITS - 16) => {
+                self.arena.push(stem);
+                (self.arena.len() - 1) as u32
+            }
+            None => return None,
+        };
+        let i = self.position(pino, path);
+        self.index[i] = id + 1;
+        self.live += 1;
+        self.by_len[path.len()] += 1;
+        Some(id)
+    }
+
+    /// Drops one reference to stem `id`; the last one removes the stem.
+    fn unref(&mut self, id: u32) {
+        let s = &mut self.arena[id as usize];
+        s.refs -= 1;
+        if s.refs > 0 {
+            return;
+        }
+        let (pino, len) = (s.pino, usize::from(s.len));
+        let path = s.path;
+        let mut i = self.position(pino, &path[..len]);
+        self.live -= 1;
+        self.by_len[len] -= 1;
+        self.free.push(id);
+        // Backward-shift deletion: move later entries of the probe run into the hole.
+        let mut j = i;
+        loop {
+            self.index[i] = 0;
+            loop {
+                j = self.next(j);
+                let Some(id) = self.index[j].checked_sub(1) else {
+                    return;
+                };
+                let h = home(self.hash_of(id), self.shift);
+                let stays = if i <= j {
+                    i < h && h <= j
+                } else {
+                    i < h || h <= j
+                };
+                if !stays {
+                    break;
+                }
+            }
+            self.index[i] = self.index[j];
+            i = j;
+        }
+    }
+
+    fn grow(&mut self) {
+        let n = (2 * self.index.len()).max(16);
+        let old = std::mem::replace(&mut self.index, vec![0; n]);
+        self.shift = 64 - n.trailing_zeros();
+        for id in old.into_iter().filter_map(|v| v.checked_sub(1)) {
+            let mut i = home(self.hash_of(id), self.shift);
+            while self.index[i] != 0 {
+                i = self.next(i);
+            }
+            self.index[i] = id + 1;
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        self.arena.capacity() * size_of::<Stem>()
+            + self.free.capacity() * 4
+            + self.index.capacity() * 4
+    }
+}
+
+/// The jump table's entries: `(stem, two tail bytes) -> node`, one word each (stem id + 1 in
+/// the top 22 bits, the tail in the next 16, the packed node in the low 26; 0: empty), open
+/// addressing with linear probing, at most half full.
+#[derive(Debug)]
+struct Leaves {
+    slots: Vec<u64>,
+    used: usize,
+    shift: u32,
+}
+
+/// The key bits of a jump entry for `(stem, tail)`.
+#[inline(always)]
+fn leaf_key(stem: u32, tail: u16) -> u64 {
+    u64::from(stem + 1) << 16 | u64::from(tail)
+}
+
+#[inline(always)]
+fn leaf_hash(key: u64) -> u64 {
+    (key ^ key >> 29).wrapping_mul(0xBF58_476D_1CE4_E5B9)
+}
+
+impl Leaves {
+    fn new() -> Self {
+        Self {
+            slots: Vec::new(),
+            used: 0,
+            shift: 64,
+        }
+    }
+
+    fn next(&self, i: usize) -> usize {
+        (i + 1) & (self.slots.len() - 1)
+    }
+
+    /// The slot of `(stem, tail)`'s entry, or of the empty slot where it would go.
+    #[inline(always)]
+    fn position(&self, stem: u32, tail: u16) -> usize {
+        let key = leaf_key(stem, tail);
+        let mut i = home(leaf_hash(key), self.shift);
+        loop {
+            let e = self.slots[i];
+            if e == 0 || e >> PACK_BITS == key {
+                return i;
+            }
+            i = self.next(i);
+        }
+    }
+
+    /// The packed node of `(stem, tail)`.
+    #[inline(always)]
+    fn find(&self, stem: u32, tail: u16) -> Option<u32> {
+        if self.used == 0 {
+            return None;
+        }
+        // The entry is almost always in its home slot or the next: pick between the two
+        // without a branch on which (the slots come from memory that random lookups miss, and
+        // a mispredicted branch there would discard the next lookup's work).
+        let key = leaf_key(stem, tail);
+        let i = home(leaf_hash(key), self.shift);
+        let (e0, e1) = (self.slots[i], self.slots[self.next(i)]);
+        let e = if e0 >> PACK_BITS == key { e0 } else { e1 };
+        if e >> PACK_BITS != key {
+            let e = self.slots[self.position(stem, tail)];
+            return (e != 0).then_some(e as u32 & ((1 << PACK_BITS) - 1));
+        }
+        Some(e as u32 & ((1 << PACK_BITS) - 1))
+    }
+
+    /// Points `(stem, tail)` at `node`; true if the entry is new.
+    fn set(&mut self, stem: u32, tail: u16, node: u32) -> bool {
+        if self.slots.is_empty() {
+            self.grow();
+        }
+        let mut i = self.position(stem, tail);
+        let new = self.slots[i] == 0;
+        if new && 2 * (self.used + 1) > self.slots.len() {
+            self.grow();
+            i = self.position(stem, tail);
+        }
+        self.used += usize::from(new);
+        self.slots[i] = leaf_key(stem, tail) << PACK_BITS | u64::from(node);
+        new
+    }
+
+    /// Empties slot `i` (backward-shift deletion).
+    fn delete(&mut self, mut i: usize) {
+        self.used -= 1;
+        let mut j = i;
+        loop {
+            self.slots[i] = 0;
+            loop {
+                j = self.next(j);
+                let e = self.slots[j];
+                if e == 0 {
+                    return;
+                }
+                let h = home(leaf_hash(e >> PACK_BITS), self.shift);
+                let stays = if i <= j {
+                    i < h && h <= j
+                } else {
+                    i < h || h <= j
+                };
+                if !stays {
+                    break;
+                }
+            }
+            self.slots[i] = self.slots[j];
+            i = j;
+        }
+    }
+
+    fn grow(&mut self) {
+        let n = (2 * self.slots.len()).max(64);
+        let old = std::mem::replace(&mut self.slots, vec![0; n]);
+        self.shift = 64 - n.trailing_zeros();
+        for e in old.into_iter().filter(|&e| e != 0) {
+            let mut i = home(leaf_hash(e >> PACK_BITS), self.shift);
+            while self.slots[i] != 0 {
+                i = self.next(i);
+            }
+            self.slots[i] = e;
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        self.slots.capacity() * 8
+    }
+}
+
 /// The dentry index of one worker: `(parent ino, name) -> value` (an ino or an inode offset).
 #[derive(Debug)]
 pub struct Cart {
     roots: U64Map<u64>,
-    n16: Arena<Small<16>>,
-    n64: Arena<Small<64>>,
-    n256: Arena<Node256>,
+    stems: Stems,
+    leaves: Leaves,
+    /// Nodes retired by the insert or remove in progress: `(old, new)`, packed.
+    retired: Vec<(u32, Option<u32>)>,
+    n16: Arena<Small<16>, 1024>,
+    n64: Arena<Small<64>, 256>,
+    n256: Arena<Node256, 64>,
     len: usize,
 }
 
@@ -348,33 +894,6 @@ fn split(key: &[u8]) -> (u8, &[u8]) {
     }
 }
 
-/// `key` without its front `p`, or `None`.
-#[inline]
-fn strip<'k>(key: &'k [u8], p: &[u8]) -> Option<&'k [u8]> {
-    let (head, rest) = key.split_at_checked(p.len())?;
-    same(head, p).then_some(rest)
-}
-
-/// `a == b`. Prefixes are mostly a few bytes: two overlapping word compares beat both a byte
-/// loop and the `memcmp` call that `==` makes.
-#[inline]
-fn same(a: &[u8], b: &[u8]) -> bool {
-    fn word<const W: usize>(s: &[u8], at: usize) -> [u8; W] {
-        s[at..at + W].try_into().unwrap_or([0; W])
-    }
-    let n = a.len();
-    if b.len() != n {
-        return false;
-    }
-    match n {
-        0 => true,
-        1..4 => a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1],
-        4..8 => word::<4>(a, 0) == word::<4>(b, 0) && word::<4>(a, n - 4) == word::<4>(b, n - 4),
-        8..=16 => word::<8>(a, 0) == word::<8>(b, 0) && word::<8>(a, n - 8) == word::<8>(b, n - 8),
-        _ => a == b,
-    }
-}
-
 fn common_len(a: &[u8], b: &[u8]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
@@ -384,6 +903,9 @@ impl Cart {
     pub fn new() -> Self {
         Self {
             roots: HashMap::default(),
+            stems: Stems::new(),
+            leaves: Leaves::new(),
+            retired: Vec::new(),
             n16: Arena::new(),
             n64: Arena::new(),
             n256: Arena::new(),
@@ -411,7 +933,14 @@ impl Cart {
         } else {
             (cap * 8 / 7).next_power_of_two()
         };
-        self.n16.bytes() + self.n64.bytes() + self.n256.bytes() + buckets * 17 + 16
+        self.n16.bytes()
+            + self.n64.bytes()
+            + self.n256.bytes()
+            + self.stems.bytes()
+            + self.leaves.bytes()
+            + self.retired.capacity() * size_of::<(u32, Option<u32>)>()
+            + buckets * 17
+            + 16
     }
 
     /// Inserts or replaces the dentry; returns the previous value.
@@ -438,34 +967,162 @@ impl Cart {
         if old.is_none() {
             self.len += 1;
         }
+        self.settle(pino, name);
+        self.index_leaf(pino, name);
         Ok(old)
+    }
+
+    /// Enters the node that holds `name`'s last byte (slot position `len - 1`) in the jump
+    /// table under the name's stem and the two bytes after it.
+    fn index_leaf(&mut self, pino: u64, name: &[u8]) {
+        let Some((stem, tail)) = name.len().checked_sub(1).and_then(|d| jump_key(name, d)) else {
+            return;
+        };
+        let Some(r) = self.node_at(pino, name, name.len() - 1) else {
+            return;
+        };
+        let Some(node) = pack(r) else { return };
+        if self.count(r) < JUMP_MIN_SLOTS {
+            return;
+        }
+        // An entry already there follows the node, whatever the budget.
+        if let Some(id) = self.stems.find(pino, stem)
+            && self.leaves.find(id, tail).is_some()
+        {
+            self.leaves.set(id, tail, node);
+            return;
+        }
+        // New entries only while the table takes at most a quarter of the nodes' bytes.
+        let nodes = self.n16.bytes() + self.n64.bytes() + self.n256.bytes();
+        if 4 * (self.leaves.bytes() + self.stems.bytes()) > nodes {
+            return;
+        }
+        let Some(id) = self.stems.intern(pino, stem) else {
+            return;
+        };
+        if self.leaves.set(id, tail, node) {
+            self.stems.arena[id as usize].refs += 1;
+        }
+    }
+
+    /// After an insert or remove of `name`: fixes the jump entries of retired nodes.
+    fn settle(&mut self, pino: u64, name: &[u8]) {
+        if self.retired.is_empty() {
+            return;
+        }
+        // Each retired node lay on `name`'s path: its entry, if any, is keyed by the stem
+        // and tail of its slot position `d`.
+        for d in 3..=name.len().min(STEM_MAX + 2) {
+            let Some((stem, tail)) = jump_key(name, d) else {
+                continue;
+            };
+            let Some(id) = self.stems.find(pino, stem) else {
+                continue;
+            };
+            let Some(node) = self.leaves.find(id, tail) else {
+                continue;
+            };
+            let mut now = Some(node);
+            for &(old, new) in &self.retired {
+                if now == Some(old) {
+                    now = new;
+                }
+            }
+            if now == Some(node) {
+                continue;
+            }
+            match now {
+                Some(n) => {
+                    self.leaves.set(id, tail, n);
+                }
+                None => {
+                    self.leaves.delete(self.leaves.position(id, tail));
+                    self.stems.unref(id);
+                }
+            }
+        }
+        self.retired.clear();
+    }
+
+    /// The node on `name`'s path whose slot byte is at position `d`, if there is one.
+    fn node_at(&self, pino: u64, name: &[u8], d: usize) -> Option<Ref> {
+        let mut r = Ref::from_word(*self.roots.get(&pino)?)?;
+        let mut pos = 0;
+        loop {
+            let slot = pos + self.prefix(r).len();
+            if slot >= d {
+                return (slot == d).then_some(r);
+            }
+            r = Ref::from_word(self.find(r, *name.get(slot)?)?)?;
+            pos = slot + 1;
+        }
     }
 
     /// The value of a dentry.
     pub fn get(&self, pino: u64, name: &[u8]) -> Option<u64> {
-        let mut n = self.node(Ref::from_word(*self.roots.get(&pino)?)?);
-        let mut key = name;
+        if name.len() < SHORT_NAME {
+            let mut buf = [0; KEY_PAD + SHORT_NAME];
+            let key = Key::new(&mut buf, name);
+            let Some(n) = self.jump(pino, &key) else {
+                return self.lookup_from_root(pino, &key);
+            };
+            // The node's prefix ends at its slot byte, the name's last; the value is almost
+            // always in that slot (else in slot 0 of a child, for a name that others extend).
+            let (w, next) = n.step(&key, (key.len - 1).checked_sub(n.prefix_len())?)?;
+            if w & CHILD == 0 {
+                return (next >= key.len).then_some(w);
+            }
+            return self.lookup(self.child(w), &key, next);
+        }
+        if name.len() > MAX_NAME {
+            return None;
+        }
+        let mut buf = [0; KEY_PAD + MAX_NAME + 1];
+        self.lookup_from_root(pino, &Key::new(&mut buf, name))
+    }
+
+    #[inline(never)]
+    fn lookup_from_root<const K: usize>(&self, pino: u64, key: &Key<'_, K>) -> Option<u64> {
+        let root = Ref::from_word(*self.roots.get(&pino)?)?;
+        self.lookup(self.node(root), key, 0)
+    }
+
+    /// The node holding the key's last byte, from the jump table.
+    #[inline(always)]
+    fn jump<const K: usize>(&self, pino: u64, key: &Key<'_, K>) -> Option<NodeRef<'_>> {
+        let len = key.len;
+        if !(4..=STEM_MAX + 3).contains(&len) {
+            return None;
+        }
+        let stem = self.stems.find_key(pino, key, len - 3)?;
+        let tail = u16::from_le_bytes([key.at(len - 3), key.at(len - 2)]);
+        let n = self.packed(self.leaves.find(stem, tail)?);
+        // The value sits on another line of the node than its keys: load them together.
+        n.prefetch(key.at(len - 1));
+        Some(n)
+    }
+
+    /// Walks down from `n`, whose prefix starts at key position `pos`.
+    #[inline(never)]
+    fn lookup<'a, const K: usize>(
+        &'a self,
+        mut n: NodeRef<'a>,
+        key: &Key<'_, K>,
+        mut pos: usize,
+    ) -> Option<u64> {
         loop {
             // One arena access per level: prefix, search and value come from the same node.
-            let (b, rest, w) = match n {
-                NodeRef::N16(s) => s.step(key)?,
-                NodeRef::N64(s) => s.step(key)?,
-                NodeRef::N256(s) => {
-                    let (b, rest) = split(key);
-                    (b, rest, s.val(b)?)
-                }
-            };
-            match Ref::from_word(w) {
-                Some(c) => {
-                    if b == 0 {
-                        return None;
-                    }
-                    n = self.node(c);
-                    n.prefetch(rest);
-                    key = rest;
-                }
-                None => return rest.is_empty().then_some(w),
+            let (w, next) = n.step(key, pos)?;
+            if w & CHILD == 0 {
+                return (next >= key.len).then_some(w);
             }
+            // Slot byte 0 (the key's end) never holds a child.
+            if next > key.len {
+                return None;
+            }
+            pos = next;
+            n = self.child(w);
+            n.prefetch(key.at(pos));
         }
     }
 
@@ -476,6 +1133,7 @@ impl Cart {
         }
         let r = Ref::from_word(*self.roots.get(&pino)?)?;
         let (nr, old) = self.remove_at(r, name);
+        self.settle(pino, name);
         let old = old?;
         match nr {
             None => {
@@ -566,6 +1224,29 @@ impl Cart {
 
     // ---- node primitives ----
 
+    /// The node of a packed reference.
+    #[inline(always)]
+    fn packed(&self, p: u32) -> NodeRef<'_> {
+        let idx = p & ((1 << PACK_IDX_BITS) - 1);
+        match p >> PACK_IDX_BITS & 3 {
+            0 => NodeRef::N16(self.n16.get(idx)),
+            1 => NodeRef::N64(self.n64.get(idx)),
+            _ => NodeRef::N256(self.n256.get(idx)),
+        }
+    }
+
+    /// The node of a child word (top bit set).
+    #[inline(always)]
+    fn child(&self, w: u64) -> NodeRef<'_> {
+        let idx = w as u32;
+        match (w >> 32) & 3 {
+            0 => NodeRef::N16(self.n16.get(idx)),
+            1 => NodeRef::N64(self.n64.get(idx)),
+            _ => NodeRef::N256(self.n256.get(idx)),
+        }
+    }
+
+    #[inline(always)]
     fn node(&self, r: Ref) -> NodeRef<'_> {
         match r.kind {
             Kind::N16 => NodeRef::N16(self.n16.get(r.idx)),
@@ -645,7 +1326,12 @@ impl Cart {
         }
     }
 
-    fn free_node(&mut self, r: Ref) {
+    /// Frees `r`, or replaces it by `new` (same names below it, another node size), and
+    /// records that for the jump cache.
+    fn retire(&mut self, r: Ref, new: Option<Ref>) {
+        if let Some(old) = pack(r) {
+            self.retired.push((old, new.and_then(pack)));
+        }
         match r.kind {
             Kind::N16 => self.n16.release(r.idx),
             Kind::N64 => self.n64.release(r.idx),
@@ -755,11 +1441,12 @@ impl Cart {
         n.vals[..16].copy_from_slice(&old.vals);
         n.count = old.count;
         n.set_prefix(old.prefix());
-        self.n16.release(r.idx);
-        Ref {
+        let nr = Ref {
             kind: Kind::N64,
             idx: self.n64.alloc(n),
-        }
+        };
+        self.retire(r, Some(nr));
+        nr
     }
 
     /// Node64 to Node256; the prefix moves to a parent chain (Node256 has none).
@@ -770,11 +1457,12 @@ impl Cart {
             n.vals[usize::from(b)] = w.to_le_bytes();
         }
         n.count = u16::from(old.count);
-        self.n64.release(r.idx);
         let nr = Ref {
             kind: Kind::N256,
             idx: self.n256.alloc(n),
         };
+        // The slot path stays: the prefix moves into the chain above.
+        self.retire(r, Some(nr));
         self.chain_above(nr, old.prefix(), 0)
     }
 
@@ -889,7 +1577,7 @@ impl Cart {
         };
         match self.count(r) {
             0 => {
-                self.free_node(r);
+                self.retire(r, None);
                 None
             }
             1 => Some(self.merge_single(r)),
@@ -909,11 +1597,12 @@ impl Cart {
             s.push(b, w);
         }
         s.set_prefix(old.prefix());
-        self.n64.release(r.idx);
-        Ref {
+        let nr = Ref {
             kind: Kind::N16,
             idx: self.n16.alloc(s),
-        }
+        };
+        self.retire(r, Some(nr));
+        nr
     }
 
     fn shrink256(&mut self, r: Ref) -> Ref {
@@ -924,11 +1613,12 @@ impl Cart {
         for (b, w) in self.slots(r) {
             s.push(b, w);
         }
-        self.n256.release(r.idx);
-        Ref {
+        let nr = Ref {
             kind: Kind::N64,
             idx: self.n64.alloc(s),
-        }
+        };
+        self.retire(r, Some(nr));
+        nr
     }
 
     /// A node left with one child node is merged into it when the joined prefix fits there.
@@ -956,7 +1646,7 @@ impl Cart {
             Kind::N64 => self.n64.get_mut(c.idx).set_prefix(&joined),
             Kind::N256 => return r,
         }
-        self.free_node(r);
+        self.retire(r, None);
         c
     }
 }
@@ -964,9 +1654,211 @@ impl Cart {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::BTreeMap;
+    use std::collections::{BTreeMap, HashMap};
 
     use proptest::prelude::*;
+
+    impl Cart {
+        /// Every way the jump table disagrees with the tree: an entry must name a node that is
+        /// in the tree and whose slot path is the entry's stem and tail, and the stems must
+        /// be exactly the ones entries refer to, each counted once per entry.
+        fn jump_problems(&self) -> Vec<String> {
+            // Slot path of every node in the tree.
+            let mut paths: HashMap<u32, (u64, Vec<u8>)> = HashMap::new();
+            fn visit(
+                c: &Cart,
+                pino: u64,
+                r: Ref,
+                mut path: Vec<u8>,
+                out: &mut HashMap<u32, (u64, Vec<u8>)>,
+            ) {
+                path.extend_from_slice(c.prefix(r));
+                if let Some(p) = pack(r) {
+                    out.insert(p, (pino, path.clone()));
+                }
+                for (b, w) in c.slots(r) {
+                    if let (Some(child), true) = (Ref::from_word(w), b != 0) {
+                        let mut below = path.clone();
+                        below.push(b);
+                        visit(c, pino, child, below, out);
+                    }
+                }
+            }
+            for (&pino, &w) in &self.roots {
+                visit(
+                    self,
+                    pino,
+                    Ref::from_word(w).unwrap(),
+                    Vec::new(),
+                    &mut paths,
+                );
+            }
+            let mut problems = Vec::new();
+            let mut refs: HashMap<u32, u32> = HashMap::new();
+            for &e in self.leaves.slots.iter().filter(|&&e| e != 0) {
+                let stem = (e >> (PACK_BITS + 16)) as u32 - 1;
+                let tail = (e >> PACK_BITS) as u16;
+                let node = e as u32 & ((1 << PACK_BITS) - 1);
+                *refs.entry(stem).or_default() += 1;
+                let s = &self.stems.arena[stem as usize];
+                let mut want = s.path[..usize::from(s.len)].to_vec();
+                want.extend_from_slice(&tail.to_le_bytes());
+                match paths.get(&node) {
+                    Some((pino, path)) if *pino == s.pino && *path == want => {}
+                    found => problems.push(format!(
+                        "entry {:?} in dir {} names node {node:#x} with path {found:?}",
+                        String::from_utf8_lossy(&want),
+                        s.pino
+                    )),
+                }
+            }
+            if self.leaves.used != refs.values().sum::<u32>() as usize {
+                problems.push(format!(
+                    "{} entries counted as {}",
+                    refs.values().sum::<u32>(),
+                    self.leaves.used
+                ));
+            }
+            let live: Vec<u32> = self
+                .stems
+                .index
+                .iter()
+                .filter_map(|v| v.checked_sub(1))
+                .collect();
+            if live.len() != self.stems.live || live.len() != refs.len() {
+                problems.push(format!(
+                    "{} indexed stems, {} counted live, {} referenced",
+                    live.len(),
+                    self.stems.live,
+                    refs.len()
+                ));
+            }
+            for id in live {
+                let s = &self.stems.arena[id as usize];
+                if refs.get(&id).copied() != Some(s.refs) {
+                    problems.push(format!(
+                        "stem {id} counts {} references, has {:?}",
+                        s.refs,
+                        refs.get(&id)
+                    ));
+                }
+                if self.stems.find(s.pino, &s.path[..usize::from(s.len)]) != Some(id) {
+                    problems.push(format!("stem {id} is not found by its bytes"));
+                }
+            }
+            problems
+        }
+
+        /// The value of a dentry by a walk from the root (no jump).
+        fn get_by_walk(&self, pino: u64, name: &[u8]) -> Option<u64> {
+            let mut buf = [0; KEY_PAD + MAX_NAME + 1];
+            self.lookup_from_root(pino, &Key::new(&mut buf, name))
+        }
+    }
+
+    fn structured(prefix: &str, i: u64) -> Vec<u8> {
+        format!("{prefix}.{}.{}", i / 100, i % 100).into_bytes()
+    }
+
+    #[test]
+    fn lookups_of_structured_names_jump_to_the_node_holding_them() {
+        let mut c = Cart::new();
+        for i in 0..20_000u64 {
+            c.insert(5, &structured("mdtest_files", i), i).unwrap();
+        }
+        assert!(c.jump_problems().is_empty(), "{:?}", c.jump_problems());
+        let mut jumped = 0;
+        for i in 0..20_000u64 {
+            let name = structured("mdtest_files", i);
+            assert_eq!(c.get(5, &name), Some(i));
+            let mut buf = [0; KEY_PAD + SHORT_NAME];
+            let key = Key::new(&mut buf, &name);
+            if let Some(n) = c.jump(5, &key) {
+                jumped += 1;
+                let holder = c.node_at(5, &name, name.len() - 1).unwrap();
+                assert_eq!(
+                    pack(holder).map(|p| c.packed(p).prefix_len()),
+                    Some(n.prefix_len())
+                );
+            }
+        }
+        // Names whose last digit pairs share a holder with at least three others jump: all
+        // but the first hundred (one-digit second numbers sit in nodes of their own).
+        assert!(jumped >= 19_000, "{jumped} of 20000 lookups jumped");
+        assert_eq!(c.get(5, b"mdtest_files.3.100"), None);
+        assert_eq!(c.get(6, b"mdtest_files.3.10"), None);
+        assert_eq!(c.get(5, b"mdtest_files.3.1"), Some(301));
+    }
+
+    #[test]
+    fn jump_entries_follow_nodes_through_removes_and_reuse() {
+        // Fill, empty and refill with other names of the same lengths, so that freed nodes
+        // are reused under other paths: no lookup may reach a node through a stale entry.
+        let mut c = Cart::new();
+        let mut model = BTreeMap::new();
+        for round in 0..4u64 {
+            let prefix = ["run", "ruN", "run", "xyz"][round as usize];
+            for i in 0..3_000u64 {
+                let name = structured(prefix, i);
+                c.insert(9, &name, round * 10_000 + i).unwrap();
+                model.insert(name, round * 10_000 + i);
+            }
+            assert!(
+                c.jump_problems().is_empty(),
+                "round {round}: {:?}",
+                c.jump_problems()
+            );
+            // Remove most, in an order that empties nodes one by one and merges chains.
+            for i in (0..3_000u64).filter(|i| i % 7 != 3) {
+                let name = structured(prefix, (i * 1_237) % 3_000);
+                assert_eq!(c.remove(9, &name), model.remove(&name));
+                if i % 500 == 0 {
+                    assert!(
+                        c.jump_problems().is_empty(),
+                        "round {round}: {:?}",
+                        c.jump_problems()
+                    );
+                }
+            }
+            assert!(
+                c.jump_problems().is_empty(),
+                "round {round}: {:?}",
+                c.jump_problems()
+            );
+            for p in ["run", "ruN", "xyz"] {
+                for i in 0..3_000u64 {
+                    let name = structured(p, i);
+                    assert_eq!(c.get(9, &name), model.get(&name).copied(), "{p} {i}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn node_growth_and_shrinking_keep_jump_entries_exact() {
+        // Holders that grow to Node64 and Node256 and shrink back move to other arenas.
+        let mut c = Cart::new();
+        let tails: Vec<u8> = (1..=255u8).filter(|&b| b != b'/').collect();
+        for &t in &tails {
+            c.insert(2, &[b's', b't', b'e', b'm', b'x', b'y', t], u64::from(t))
+                .unwrap();
+        }
+        assert!(c.jump_problems().is_empty(), "{:?}", c.jump_problems());
+        assert_eq!(c.n256.live(), 1);
+        for &t in &tails[..250] {
+            assert_eq!(
+                c.remove(2, &[b's', b't', b'e', b'm', b'x', b'y', t]),
+                Some(u64::from(t))
+            );
+            assert!(c.jump_problems().is_empty(), "{:?}", c.jump_problems());
+        }
+        for &t in &tails[250..] {
+            assert_eq!(
+                c.get(2, &[b's', b't', b'e', b'm', b'x', b'y', t]),
+                Some(u64::from(t))
+            );
+        }
+    }
 
     #[test]
     fn names_that_are_prefixes_of_others_keep_their_own_values() {
@@ -1010,7 +1902,7 @@ mod tests {
         for (i, n) in names.iter().enumerate() {
             c.insert(3, n, i as u64).unwrap();
         }
-        assert_eq!(c.n256.chunks.iter().map(Vec::len).sum::<usize>(), 1);
+        assert_eq!(c.n256.live(), 1);
         for (i, n) in names.iter().enumerate() {
             assert_eq!(c.get(3, n), Some(i as u64));
         }
@@ -1018,9 +1910,11 @@ mod tests {
             assert!(c.remove(3, n).is_some());
         }
         assert_eq!(c.get(3, &names[0]), Some(0));
-        let live16 = c.n16.chunks.iter().map(Vec::len).sum::<usize>() - c.n16.free.len();
-        let live64 = c.n64.chunks.iter().map(Vec::len).sum::<usize>() - c.n64.free.len();
-        assert_eq!((live16, live64), (1, 0), "one name left needs one node");
+        assert_eq!(
+            (c.n16.live(), c.n64.live()),
+            (1, 0),
+            "one name left needs one node"
+        );
         c.remove(3, &names[0]);
         assert!(!c.has_dir(3));
     }
@@ -1071,6 +1965,55 @@ mod tests {
         ]
     }
 
+    fn structured_op_strategy() -> impl Strategy<Value = Op> {
+        // Few stems and digits: nodes fill up to the jump threshold, then empty and merge.
+        let name = (0usize..3, 0u64..6, 0u64..30)
+            .prop_map(|(p, a, b)| format!("{}.{a}.{b}", ["d", "data", "dat"][p]).into_bytes());
+        let pino = 0u64..2;
+        prop_oneof![
+            4 => (pino.clone(), name.clone(), 0..=MAX_VALUE).prop_map(|(p, n, v)| Op::Insert(p, n, v)),
+            3 => (pino.clone(), name.clone()).prop_map(|(p, n)| Op::Remove(p, n)),
+            1 => (pino, name).prop_map(|(p, n)| Op::Get(p, n)),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn jump_table_never_names_a_stale_node(ops in prop::collection::vec(structured_op_strategy(), 1..2_000)) {
+            let mut c = Cart::new();
+            let mut m: BTreeMap<(u64, Vec<u8>), u64> = BTreeMap::new();
+            for (i, op) in ops.iter().enumerate() {
+                match op.clone() {
+                    Op::Insert(p, n, v) => {
+                        prop_assert_eq!(c.insert(p, &n, v).unwrap(), m.insert((p, n), v));
+                    }
+                    Op::Remove(p, n) => prop_assert_eq!(c.remove(p, &n), m.remove(&(p, n))),
+                    Op::Get(p, n) => {
+                        prop_assert_eq!(c.get(p, &n), m.get(&(p, n.clone())).copied());
+                        prop_assert_eq!(c.get_by_walk(p, &n), m.get(&(p, n)).copied());
+                    }
+                }
+                if i % 64 == 0 {
+                    let problems = c.jump_problems();
+                    prop_assert!(problems.is_empty(), "{:?}", problems);
+                }
+            }
+            let problems = c.jump_problems();
+            prop_assert!(problems.is_empty(), "{:?}", problems);
+            for p in 0..2u64 {
+                for s in ["d", "data", "dat"] {
+                    for a in 0..6u64 {
+                        for b in 0..30u64 {
+                            let n = format!("{s}.{a}.{b}").into_bytes();
+                            prop_assert_eq!(c.get(p, &n), m.get(&(p, n)).copied());
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(200))]
         #[test]
@@ -1097,6 +2040,8 @@ mod tests {
             for ((p, n), v) in &m {
                 prop_assert_eq!(c.get(*p, n), Some(*v));
             }
+            let problems = c.jump_problems();
+            prop_assert!(problems.is_empty(), "{:?}", problems);
         }
     }
 }
