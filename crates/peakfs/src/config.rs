@@ -130,6 +130,10 @@ pub struct ServerConfig {
     pub memcpy_threshold: usize,
     /// Pin worker threads to cores.
     pub pin: bool,
+    /// Microseconds a worker keeps polling after its last work before it sleeps in its
+    /// poller (0: sleep at once). A sleeping worker costs each request that reaches it an
+    /// eventfd write and a wake-up; a polling one yields its core between polls.
+    pub spin_us: u64,
     /// NVMe controller.
     pub controller: ControllerKind,
     /// Entries per SPSC / MPMC / MPSC ring.
@@ -148,6 +152,7 @@ impl Default for ServerConfig {
             memcpy_threads: 1,
             memcpy_threshold: 4096,
             pin: true,
+            spin_us: 50,
             controller: ControllerKind::File,
             ring_capacity: 4096,
         }
@@ -172,6 +177,13 @@ impl ServerConfig {
                 "memcpy_threads",
                 self.memcpy_threads.to_string(),
                 "at most 64",
+            );
+        }
+        if self.spin_us > 1_000_000 {
+            return bad(
+                "spin_us",
+                self.spin_us.to_string(),
+                "at most 1000000 (one second)",
             );
         }
         if !(2..=1 << 20).contains(&self.ring_capacity) {
@@ -249,6 +261,11 @@ mod tests {
             ..Default::default()
         };
         assert!(s.validate().unwrap_err().to_string().contains("workers"));
+        let s = ServerConfig {
+            spin_us: 2_000_000,
+            ..Default::default()
+        };
+        assert!(s.validate().unwrap_err().to_string().contains("spin_us"));
         assert_eq!(
             ServerConfig::default().master_uri(),
             "http://127.0.0.1:7300"

@@ -32,6 +32,9 @@ struct Args {
     /// memcpy threads.
     #[arg(long)]
     memcpy_threads: Option<u32>,
+    /// Microseconds a worker keeps polling after its last work before it sleeps.
+    #[arg(long)]
+    spin_us: Option<u64>,
     /// NVMe controller: file (the data path) or swarmio (RAM emulator, tests).
     #[arg(long, value_enum)]
     controller: Option<ControllerKind>,
@@ -61,6 +64,7 @@ fn main() -> anyhow::Result<()> {
         data_size,
         workers,
         memcpy_threads,
+        spin_us,
         controller
     );
     if a.advertise.is_some() {

@@ -39,12 +39,6 @@ use crate::protocol::{Errno, ProtoError, Request, op};
 
 /// How long an idle worker sleeps in its poller before it re-checks the stop flag.
 const IDLE_WAIT: Duration = Duration::from_millis(20);
-/// How long a worker keeps polling (yielding the core in between) after its last work before
-/// it sleeps: a forwarded request's reply, or a client's next request, usually comes within
-/// it, and a worker that does not sleep needs no wake-up (no eventfd write by the producer, no
-/// epoll wake-up here) - the hand-off between two workers costs two ring operations, as in
-/// §III-B.
-const SPIN: Duration = Duration::from_micros(50);
 /// How often workers publish their usage counters.
 const USAGE_EVERY: Duration = Duration::from_millis(200);
 
@@ -78,6 +72,12 @@ pub struct SchedConfig {
     pub memcpy_threshold: usize,
     /// Pin workers to cores.
     pub pin: bool,
+    /// How long a worker keeps polling (yielding the core in between) after its last work
+    /// before it sleeps: a forwarded request's reply, or a client's next request, usually
+    /// comes within it, and a worker that does not sleep needs no wake-up (no eventfd write by
+    /// the producer, no epoll wake-up here) - the hand-off between two workers costs two ring
+    /// operations, as in §III-B.
+    pub spin: Duration,
     /// Entries per ring.
     pub ring_capacity: usize,
     /// Bytes of read cache per worker.
@@ -490,7 +490,7 @@ impl Worker {
         let mut last_work = Instant::now();
         loop {
             let stopping = self.stop.stop.load(Ordering::SeqCst);
-            let spinning = last_work.elapsed() < SPIN;
+            let spinning = last_work.elapsed() < self.cfg.spin;
             let wait = if spinning {
                 Duration::ZERO
             } else {
