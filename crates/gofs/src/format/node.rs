@@ -389,6 +389,33 @@ impl Node {
     }
 }
 
+/// At most three steps of a node path, kept inline: every 4 KiB read resolves a path, and
+/// heap vectors cost it two allocations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathSteps<T> {
+    items: [T; 3],
+    len: u8,
+}
+
+impl<T: Copy + Default> PathSteps<T> {
+    /// The steps `items` (at most three: F2FS trees are three nodes deep).
+    fn of(items: &[T]) -> Self {
+        let mut steps = Self {
+            items: [T::default(); 3],
+            len: items.len().min(3) as u8,
+        };
+        steps.items[..usize::from(steps.len)].copy_from_slice(&items[..usize::from(steps.len)]);
+        steps
+    }
+}
+
+impl<T> std::ops::Deref for PathSteps<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        &self.items[..usize::from(self.len)]
+    }
+}
+
 /// Where the `idx`-th data block of a file lives in the node tree (`get_node_path`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NodePath {
@@ -400,9 +427,9 @@ pub enum NodePath {
         /// which `i_nid`
         nid_slot: usize,
         /// indexes inside the indirect nodes on the way (0, 1 or 2 of them)
-        offsets: Vec<usize>,
+        offsets: PathSteps<usize>,
         /// node offset (footer) of each node on the way, top to bottom
-        node_ofs: Vec<u32>,
+        node_ofs: PathSteps<u32>,
         /// address index inside the direct node
         slot: usize,
     },
@@ -422,8 +449,8 @@ pub fn node_path(idx: u64, addrs_per_inode: usize) -> Option<NodePath> {
         if b < d {
             return Some(NodePath::Tree {
                 nid_slot: k as usize,
-                offsets: vec![],
-                node_ofs: vec![1 + k],
+                offsets: PathSteps::of(&[]),
+                node_ofs: PathSteps::of(&[1 + k]),
                 slot: b as usize,
             });
         }
@@ -435,8 +462,8 @@ pub fn node_path(idx: u64, addrs_per_inode: usize) -> Option<NodePath> {
             let i = b / d;
             return Some(NodePath::Tree {
                 nid_slot: 2 + k as usize,
-                offsets: vec![i as usize],
-                node_ofs: vec![top, top + 1 + i as u32],
+                offsets: PathSteps::of(&[i as usize]),
+                node_ofs: PathSteps::of(&[top, top + 1 + i as u32]),
                 slot: (b % d) as usize,
             });
         }
@@ -448,8 +475,8 @@ pub fn node_path(idx: u64, addrs_per_inode: usize) -> Option<NodePath> {
         let mid = NODE_DIND + 1 + (i as u32) * (n as u32 + 1);
         return Some(NodePath::Tree {
             nid_slot: 4,
-            offsets: vec![i as usize, j as usize],
-            node_ofs: vec![NODE_DIND, mid, mid + 1 + j as u32],
+            offsets: PathSteps::of(&[i as usize, j as usize]),
+            node_ofs: PathSteps::of(&[NODE_DIND, mid, mid + 1 + j as u32]),
             slot: (b % d) as usize,
         });
     }
@@ -502,18 +529,18 @@ mod tests {
         let p = node_path(923, a).unwrap();
         assert!(
             matches!(p, NodePath::Tree { nid_slot: 0, ref node_ofs, slot: 0, .. }
-                if node_ofs == &[1])
+                if node_ofs[..] == [1])
         );
         let p = node_path(923 + 2036, a).unwrap();
         assert!(
-            matches!(p, NodePath::Tree { nid_slot: 2, ref node_ofs, .. } if node_ofs == &[3, 4])
+            matches!(p, NodePath::Tree { nid_slot: 2, ref node_ofs, .. } if node_ofs[..] == [3, 4])
         );
         let p = node_path(923 + 2036 + 1018 * 1018, a).unwrap();
         assert!(matches!(p, NodePath::Tree { nid_slot: 3, ref node_ofs, .. }
-                if node_ofs == &[1022, 1023]));
+                if node_ofs[..] == [1022, 1023]));
         let p = node_path(923 + 2036 + 2 * 1018 * 1018, a).unwrap();
         assert!(matches!(p, NodePath::Tree { nid_slot: 4, ref node_ofs, .. }
-                if node_ofs == &[2041, 2042, 2043]));
+                if node_ofs[..] == [2041, 2042, 2043]));
         let last = 923 + 2036 + 2 * 1018 * 1018 + 1018u64 * 1018 * 1018;
         assert_eq!(node_path(last, a), None);
     }
