@@ -135,6 +135,12 @@ fn timed(
     })
 }
 
+/// A page-aligned 4 KiB buffer, as fio allocates its I/O buffers: a direct read into it is
+/// one PRP entry and the controller's copy stores whole cache lines (a heap vector's 4 KiB
+/// straddle two pages).
+#[repr(C, align(4096))]
+struct PageBuf([u8; BLOCK]);
+
 /// Marks a block with its position so reads can be checked cheaply.
 fn tag(buf: &mut [u8], id: u64) {
     buf[..8].copy_from_slice(&id.to_le_bytes());
@@ -342,7 +348,8 @@ fn reads_for(
     bad: &mut u64,
     mut block: impl FnMut(u64) -> u64,
 ) -> Result<Sample, BenchError> {
-    let mut buf = vec![0u8; BLOCK];
+    let mut page = Box::new(PageBuf([0; BLOCK]));
+    let buf = &mut page.0[..];
     let mut ops = 0u64;
     let mut sample = timed(workload, 0, 0, |lat| {
         let start = Instant::now();
@@ -350,9 +357,9 @@ fn reads_for(
             for _ in 0..round {
                 let b = block(ops);
                 let t = Instant::now();
-                posix.pread(fd, &mut buf, b * BLOCK as u64)?;
+                posix.pread(fd, buf, b * BLOCK as u64)?;
                 lat.record(t.elapsed());
-                *bad += u64::from(!tagged(&buf, b));
+                *bad += u64::from(!tagged(buf, b));
                 ops += 1;
             }
         }
