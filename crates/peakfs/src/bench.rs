@@ -10,8 +10,12 @@
 //! small-file create needs two, CREATE and WRITE; the other metadata ops one).
 //!
 //! Phases:
-//! - `echo-sync` / `echo-pipelined`: ECHO requests (64 B) round-robin over the servers, one in
-//!   flight or [`BenchConfig::echo_window`] in flight per process: the RPC ceilings;
+//! - `echo-sync` / `echo-pipelined`: ECHO requests (64 B), one in flight or
+//!   [`BenchConfig::echo_window`] in flight per process: the RPC ceilings. With one in flight
+//!   each process keeps to one server (process `r` to server `r mod servers`), so no request
+//!   waits for a server thread that went to sleep while the process talked to other servers:
+//!   the ceiling is the best round trip the RPC layer gives. Pipelined echoes go round-robin
+//!   over the servers in bursts, which keeps every server's threads busy;
 //! - `mdtest-{create,stat,remove}-{empty,3901}-{private,bigdir}`: `files` files per process,
 //!   empty or 3,901 bytes, in a per-process regular directory or in one shared bigdir;
 //! - `ior-nn-{write,read}`: one file per process (file-based distribution), 256 KiB
@@ -172,15 +176,20 @@ impl Worker {
                 };
                 let servers = c.layout().servers();
                 let payload = [0x5au8; ECHO_BYTES];
-                // Bursts of `4 × window` per server, round-robin, so all servers are loaded.
-                let burst = (4 * window) as u64;
+                // Pipelined: bursts of `4 × window` per server, round-robin, so all servers are
+                // loaded. Sync: one server per process (see the module docs).
+                let (burst, step) = if window == 1 {
+                    (self.cfg.echo_ops, 0)
+                } else {
+                    ((4 * window) as u64, 1)
+                };
                 let mut done = 0;
                 let mut s = r as u32 % servers;
                 while done < self.cfg.echo_ops {
                     let k = burst.min(self.cfg.echo_ops - done);
                     c.echo(s, &payload, k, window)?;
                     done += k;
-                    s = (s + 1) % servers;
+                    s = (s + step) % servers;
                 }
                 Ok((done, done * ECHO_BYTES as u64))
             }
