@@ -553,6 +553,49 @@ fn home(h: u64, shift: u32) -> usize {
     (h >> (shift & 63)) as usize
 }
 
+/// Puts `entry` into the first empty slot from `home` on, in a linear-probing table of a
+/// power-of-two size that has an empty slot.
+fn probe_place<T: Copy + PartialEq>(slots: &mut [T], entry: T, home: usize, empty: T) {
+    let mask = slots.len() - 1;
+    let mut i = home;
+    while slots[i] != empty {
+        i = (i + 1) & mask;
+    }
+    slots[i] = entry;
+}
+
+/// Empties slot `i` of a linear-probing table of a power-of-two size by backward shifting:
+/// each later entry of the probe run whose home does not lie between the hole and itself
+/// moves into the hole. `home_of` gives an entry's home slot, `None` for `empty`.
+fn probe_delete<T: Copy>(
+    slots: &mut [T],
+    mut i: usize,
+    empty: T,
+    home_of: impl Fn(T) -> Option<usize>,
+) {
+    let mask = slots.len() - 1;
+    let mut j = i;
+    loop {
+        slots[i] = empty;
+        loop {
+            j = (j + 1) & mask;
+            let Some(h) = home_of(slots[j]) else {
+                return;
+            };
+            let stays = if i <= j {
+                i < h && h <= j
+            } else {
+                i < h || h <= j
+            };
+            if !stays {
+                break;
+            }
+        }
+        slots[i] = slots[j];
+        i = j;
+    }
+}
+
 /// One interned stem: a directory and up to [`STEM_MAX`] name bytes, and how many jump
 /// entries name it. One cache line.
 #[derive(Debug, Clone, Copy)]
@@ -596,7 +639,12 @@ impl Stems {
     }
 
     fn hash_of(&self, id: u32) -> u64 {
-        let s = &self.arena[id as usize];
+        Self::hash_in(&self.arena, id)
+    }
+
+    /// The hash of stem `id` of `arena` (apart from `self` where the index is borrowed).
+    fn hash_in(arena: &[Stem], id: u32) -> u64 {
+        let s = &arena[id as usize];
         slice_hash(s.pino, &s.path[..usize::from(s.len)])
     }
 
@@ -689,44 +737,23 @@ impl Stems {
         }
         let (pino, len) = (s.pino, usize::from(s.len));
         let path = s.path;
-        let mut i = self.position(pino, &path[..len]);
+        let i = self.position(pino, &path[..len]);
         self.live -= 1;
         self.by_len[len] -= 1;
         self.free.push(id);
-        // Backward-shift deletion: move later entries of the probe run into the hole.
-        let mut j = i;
-        loop {
-            self.index[i] = 0;
-            loop {
-                j = self.next(j);
-                let Some(id) = self.index[j].checked_sub(1) else {
-                    return;
-                };
-                let h = home(self.hash_of(id), self.shift);
-                let stays = if i <= j {
-                    i < h && h <= j
-                } else {
-                    i < h || h <= j
-                };
-                if !stays {
-                    break;
-                }
-            }
-            self.index[i] = self.index[j];
-            i = j;
-        }
+        let (arena, shift) = (&self.arena, self.shift);
+        probe_delete(&mut self.index, i, 0, |v| {
+            Some(home(Self::hash_in(arena, v.checked_sub(1)?), shift))
+        });
     }
 
     fn grow(&mut self) {
         let n = (2 * self.index.len()).max(16);
         let old = std::mem::replace(&mut self.index, vec![0; n]);
         self.shift = 64 - n.trailing_zeros();
-        for id in old.into_iter().filter_map(|v| v.checked_sub(1)) {
-            let mut i = home(self.hash_of(id), self.shift);
-            while self.index[i] != 0 {
-                i = self.next(i);
-            }
-            self.index[i] = id + 1;
+        for v in old.into_iter().filter(|&v| v != 0) {
+            let h = home(self.hash_of(v - 1), self.shift);
+            probe_place(&mut self.index, v, h, 0);
         }
     }
 
@@ -822,30 +849,12 @@ impl Leaves {
     }
 
     /// Empties slot `i` (backward-shift deletion).
-    fn delete(&mut self, mut i: usize) {
+    fn delete(&mut self, i: usize) {
         self.used -= 1;
-        let mut j = i;
-        loop {
-            self.slots[i] = 0;
-            loop {
-                j = self.next(j);
-                let e = self.slots[j];
-                if e == 0 {
-                    return;
-                }
-                let h = home(leaf_hash(e >> PACK_BITS), self.shift);
-                let stays = if i <= j {
-                    i < h && h <= j
-                } else {
-                    i < h || h <= j
-                };
-                if !stays {
-                    break;
-                }
-            }
-            self.slots[i] = self.slots[j];
-            i = j;
-        }
+        let shift = self.shift;
+        probe_delete(&mut self.slots, i, 0, |e| {
+            (e != 0).then(|| home(leaf_hash(e >> PACK_BITS), shift))
+        });
     }
 
     fn grow(&mut self) {
@@ -853,11 +862,8 @@ impl Leaves {
         let old = std::mem::replace(&mut self.slots, vec![0; n]);
         self.shift = 64 - n.trailing_zeros();
         for e in old.into_iter().filter(|&e| e != 0) {
-            let mut i = home(leaf_hash(e >> PACK_BITS), self.shift);
-            while self.slots[i] != 0 {
-                i = self.next(i);
-            }
-            self.slots[i] = e;
+            let h = home(leaf_hash(e >> PACK_BITS), self.shift);
+            probe_place(&mut self.slots, e, h, 0);
         }
     }
 
