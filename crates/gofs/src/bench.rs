@@ -55,12 +55,21 @@ pub enum BenchError {
     Verify(u64),
 }
 
-/// Opens `image` (a file or block device, 4 KiB LBAs) through the file-backed controller and
-/// brings up the host driver on it.
+/// Opens `image` (a file or block device, 4 KiB LBAs) through the file-backed controller with
+/// one worker thread and brings up the host driver on it.
 pub fn open_image(image: &Path, backend: FileBackend) -> Result<Arc<NvmeDevice>, BenchError> {
+    open_image_with(image, backend, 1)
+}
+
+/// [`open_image`] with `workers` controller threads (each owns every `workers`-th queue).
+pub fn open_image_with(
+    image: &Path,
+    backend: FileBackend,
+    workers: usize,
+) -> Result<Arc<NvmeDevice>, BenchError> {
     let mut config = FileControllerConfig::new(image);
     config.lba_size = BLOCK as u32;
-    config.workers = 1;
+    config.workers = workers;
     config.backend = backend;
     let ctrl: Arc<dyn Controller> = FileController::new(config)?;
     Ok(Arc::new(NvmeDevice::open(ctrl, DeviceConfig::default())?))
@@ -90,6 +99,12 @@ pub struct BenchArgs {
     /// Threads of the multi-file workloads (per-file and batched alike).
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
+    /// Controller worker threads, for the engine and the raw runs alike. With two, the
+    /// engine's two host queues have a worker each: one command in flight keeps one worker
+    /// busy, a batch dealt over both queues keeps both. Default: 2 on machines of 4 or more
+    /// cores, else 1 (on 2 cores a second polling worker takes the core the engine needs).
+    #[arg(long, default_value_t = default_controller_workers())]
+    pub controller_workers: usize,
     /// How the controller reaches the image: mmap, psync or uring.
     #[arg(long, default_value = "mmap")]
     pub backend: String,
@@ -106,6 +121,14 @@ pub struct BenchArgs {
     /// Emit JSON records (one a line) instead of the table.
     #[arg(long)]
     pub json: bool,
+}
+
+fn default_controller_workers() -> usize {
+    if std::thread::available_parallelism().map_or(1, usize::from) >= 4 {
+        2
+    } else {
+        1
+    }
 }
 
 /// One measured workload before it becomes a record.
@@ -168,15 +191,21 @@ pub fn run(
     args: &BenchArgs,
     format: &dyn Fn(&Path) -> Result<(), BenchError>,
 ) -> Result<Vec<BenchRecord>, BenchError> {
-    if args.file_kib == 0 || args.files == 0 || args.file_mib == 0 || args.threads == 0 {
+    if args.file_kib == 0
+        || args.files == 0
+        || args.file_mib == 0
+        || args.threads == 0
+        || args.controller_workers == 0
+    {
         return Err(BenchError::Invalid(
-            "--files, --file-kib, --file-mib and --threads must be positive".into(),
+            "--files, --file-kib, --file-mib, --threads and --controller-workers must be positive"
+                .into(),
         ));
     }
     let backend: FileBackend = args.backend.parse()?;
     prepare_image(&args.image, args.image_mib)?;
     format(&args.image)?;
-    let dev = open_image(&args.image, backend)?;
+    let dev = open_image_with(&args.image, backend, args.controller_workers)?;
     let fs = Arc::new(Fs::mount(
         dev,
         MountOptions {
@@ -198,6 +227,7 @@ pub fn run(
                 .param("image", args.image.display().to_string())
                 .param("backend", args.backend.clone())
                 .param("threads", args.threads as u64)
+                .param("controller_workers", args.controller_workers as u64)
                 .param("files", args.files as u64)
                 .param("file_kib", args.file_kib as u64)
                 .param("file_mib", args.file_mib)
@@ -531,7 +561,7 @@ fn raw_records(args: &BenchArgs, backend: FileBackend) -> Result<Vec<BenchRecord
             null: false,
             verify: false,
             duration: args.seconds,
-            workers: 1,
+            workers: args.controller_workers,
             gpu_data: gpu_nvme::bench::GpuData::Auto,
             load_kind: 0,
             slot_bytes: 0,

@@ -436,6 +436,34 @@ impl NvmeDevice {
             .map(|q| HostQueueHandle { dev: self, q })
     }
 
+    /// The host queue of the calling thread: a thread keeps to one queue (threads take
+    /// consecutive queues in the order they first ask), as blk-mq maps a CPU to one hardware
+    /// queue, so that one thread's back-to-back commands find the same controller worker busy
+    /// polling for them.
+    pub fn thread_queue(&self) -> HostQueueHandle<'_> {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        thread_local! {
+            static INDEX: usize = NEXT.fetch_add(1, Ordering::Relaxed);
+        }
+        let i = INDEX.with(|i| *i) % self.queues.len();
+        HostQueueHandle {
+            dev: self,
+            q: &self.queues[i],
+        }
+    }
+
+    /// [`HostQueueHandle::read_direct_many`] dealt over every host queue (request `i` to queue
+    /// `i mod queues`), all queues in flight together: a controller whose workers own
+    /// different queues serves them in parallel, where one queue keeps one worker busy.
+    pub fn read_direct_spread(&self, reqs: &mut [(u64, &mut [u8])]) -> Result<(), DeviceError> {
+        let queues: Vec<HostQueueHandle<'_>> = self
+            .queues
+            .iter()
+            .map(|q| HostQueueHandle { dev: self, q })
+            .collect();
+        read_direct_over(&queues, reqs)
+    }
+
     /// Number of host I/O queues.
     pub fn host_queues(&self) -> usize {
         self.queues.len()
@@ -608,6 +636,45 @@ impl Drop for NvmeDevice {
 }
 
 /// Allocates rings and bounce slots for a host queue, registers them, and builds the pair.
+/// Direct reads of every `(first block, buffer)` of `reqs`, request `i` on `queues[i mod n]`, up
+/// to half of each queue's depth in flight on it. Every request is checked before the first is
+/// sent; the first failure is returned after all of them have completed.
+fn read_direct_over(
+    queues: &[HostQueueHandle<'_>],
+    reqs: &mut [(u64, &mut [u8])],
+) -> Result<(), DeviceError> {
+    let Some(first) = queues.first() else {
+        return Err(DeviceError::Invalid("no host queue".into()));
+    };
+    for (_, buf) in reqs.iter() {
+        first.check_direct(buf)?;
+    }
+    let mut inflight: Vec<std::collections::VecDeque<(Ticket, u64)>> = queues
+        .iter()
+        .map(|_| std::collections::VecDeque::new())
+        .collect();
+    let mut result = Ok(());
+    for (i, (lba, buf)) in reqs.iter_mut().enumerate() {
+        let k = i % queues.len();
+        let (q, pending) = (&queues[k], &mut inflight[k]);
+        let window = (q.q.qp.depth() as usize / 2).max(1);
+        if pending.len() == window
+            && let Some((t, lba)) = pending.pop_front()
+        {
+            result = result.and(q.finish_direct(t, lba));
+        }
+        let (t, built) = q.submit_direct(*lba, buf);
+        result = result.and(built);
+        pending.push_back((t, *lba));
+    }
+    for (q, pending) in queues.iter().zip(inflight) {
+        for (t, lba) in pending {
+            result = result.and(q.finish_direct(t, lba));
+        }
+    }
+    result
+}
+
 fn host_queue(
     ctrl: &dyn Controller,
     qid: u16,
@@ -803,26 +870,7 @@ impl HostQueueHandle<'_> {
     /// half the queue depth in flight at once. Every request is checked before the first is
     /// sent; the first failure is returned after all of them have completed.
     pub fn read_direct_many(&self, reqs: &mut [(u64, &mut [u8])]) -> Result<(), DeviceError> {
-        for (_, buf) in reqs.iter() {
-            self.check_direct(buf)?;
-        }
-        let window = (self.q.qp.depth() as usize / 2).max(1);
-        let mut inflight = std::collections::VecDeque::with_capacity(window.min(reqs.len()));
-        let mut result = Ok(());
-        for (lba, buf) in reqs.iter_mut() {
-            if inflight.len() == window
-                && let Some((t, lba)) = inflight.pop_front()
-            {
-                result = result.and(self.finish_direct(t, lba));
-            }
-            let (t, built) = self.submit_direct(*lba, buf);
-            result = result.and(built);
-            inflight.push_back((t, *lba));
-        }
-        for (t, lba) in inflight {
-            result = result.and(self.finish_direct(t, lba));
-        }
-        result
+        read_direct_over(std::slice::from_ref(self), reqs)
     }
 
     /// Refuses a direct read into `buf` that [`read_direct`](Self::read_direct) cannot send.

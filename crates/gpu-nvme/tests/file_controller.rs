@@ -180,3 +180,66 @@ fn direct_reads_land_in_the_callers_buffer_once_pass_through_is_on() {
         assert!(q.read_direct(3, &mut buf[..7]).is_err(), "not whole blocks");
     }
 }
+
+#[test]
+fn many_direct_reads_on_one_queue_or_spread_over_all_land_in_their_buffers() {
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    let seed: Vec<u8> = (0..1 << 20)
+        .map(|i: u32| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect();
+    file.write_all(&seed).unwrap();
+    file.flush().unwrap();
+    let mut c = config(file.path(), FileBackend::Psync);
+    c.workers = 2;
+    let ctrl: Arc<dyn Controller> = FileController::new(c).unwrap();
+    let dev = NvmeDevice::open(
+        ctrl,
+        DeviceConfig {
+            io_queues: 2,
+            queue_depth: 8,
+            ..DeviceConfig::default()
+        },
+    )
+    .unwrap();
+    dev.enable_direct_host_dma();
+    let block = dev.geometry().block_size() as usize;
+    let blocks = seed.len() / block;
+    // More requests than both queues' windows (4 each), mixed sizes, out of order.
+    let wanted: Vec<(u64, usize)> = (0..40)
+        .map(|i| (((i * 37) % (blocks - 3)) as u64, 1 + i % 3))
+        .collect();
+    for spread in [false, true] {
+        let mut bufs: Vec<Vec<u8>> = wanted.iter().map(|&(_, n)| vec![0xAA; n * block]).collect();
+        let mut reqs: Vec<(u64, &mut [u8])> = wanted
+            .iter()
+            .zip(bufs.iter_mut())
+            .map(|(&(lba, _), b)| (lba, b.as_mut_slice()))
+            .collect();
+        if spread {
+            dev.read_direct_spread(&mut reqs).unwrap();
+        } else {
+            dev.host_queue(1)
+                .unwrap()
+                .read_direct_many(&mut reqs)
+                .unwrap();
+        }
+        for (&(lba, n), b) in wanted.iter().zip(&bufs) {
+            let at = lba as usize * block;
+            assert!(
+                *b == seed[at..at + n * block],
+                "spread {spread}: {n} blocks at {lba}"
+            );
+        }
+        // One bad buffer refuses the whole batch before anything is sent.
+        let mut odd = vec![0u8; block + 1];
+        let mut bad = vec![(0u64, &mut odd[1..])];
+        let refused = if spread {
+            dev.read_direct_spread(&mut bad)
+        } else {
+            dev.host_queue(0).unwrap().read_direct_many(&mut bad)
+        };
+        assert!(refused.is_err(), "spread {spread}: unaligned buffer");
+    }
+    let stats = dev.controller().stats();
+    assert!(stats.commands >= 80, "{stats:?}");
+}

@@ -177,8 +177,6 @@ pub trait BlockIo: Send + Sync + std::fmt::Debug {
 #[derive(Debug)]
 pub struct NvmeBlocks {
     dev: std::sync::Arc<gpu_nvme::device::NvmeDevice>,
-    /// host queue the next batch goes to
-    next_queue: std::sync::atomic::AtomicUsize,
     /// LBAs per 4 KiB block.
     lbas_per_block: u64,
     blocks: u64,
@@ -200,7 +198,6 @@ impl NvmeBlocks {
         dev.enable_direct_host_dma();
         Ok(Self {
             blocks: g.capacity_blocks() / lbas_per_block,
-            next_queue: std::sync::atomic::AtomicUsize::new(0),
             dev,
             lbas_per_block,
         })
@@ -222,17 +219,6 @@ impl NvmeBlocks {
 const MAX_DIRECT_READ: usize = gpu_nvme::controller::data::MAX_TRANSFER as usize;
 
 impl NvmeBlocks {
-    /// The host queue the next command goes to (round robin).
-    fn queue(&self) -> Result<gpu_nvme::device::HostQueueHandle<'_>> {
-        let q = self
-            .next_queue
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-            % self.dev.host_queues().max(1);
-        self.dev
-            .host_queue(q)
-            .ok_or_else(|| FsError::InvalidArgument("the device has no host queue".into()))
-    }
-
     /// Whether a read into `buf` can name `buf` in its PRPs (one command, no bounce copy).
     fn direct(buf: &[u8]) -> bool {
         (buf.as_ptr() as usize).is_multiple_of(4) && buf.len() <= MAX_DIRECT_READ
@@ -250,7 +236,7 @@ impl BlockIo for NvmeBlocks {
         // copy is the only one, as with O_DIRECT. Otherwise the driver goes through bounce
         // slots.
         if Self::direct(buf) {
-            Ok(self.queue()?.read_direct(lba, buf)?)
+            Ok(self.dev.thread_queue().read_direct(lba, buf)?)
         } else {
             Ok(self.dev.read_blocks(lba, buf)?)
         }
@@ -277,12 +263,13 @@ impl BlockIo for NvmeBlocks {
                 .iter_mut()
                 .try_for_each(|(blk, buf)| self.read(*blk, buf));
         }
-        // All of them in flight together, each into its own buffer.
+        // All of them in flight together, each into its own buffer, dealt over every host
+        // queue so that a controller with a worker per queue serves them in parallel.
         let mut lbas: Vec<(u64, &mut [u8])> = reqs
             .iter_mut()
             .map(|(blk, buf)| (*blk * self.lbas_per_block, &mut **buf))
             .collect();
-        Ok(self.queue()?.read_direct_many(&mut lbas)?)
+        Ok(self.dev.read_direct_spread(&mut lbas)?)
     }
 }
 
