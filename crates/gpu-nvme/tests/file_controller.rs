@@ -16,15 +16,21 @@ fn config(path: &std::path::Path, backend: FileBackend) -> FileControllerConfig 
     c
 }
 
+/// A 1 MiB temporary file of pseudo-random bytes, and its bytes.
+fn seeded_file() -> (tempfile::NamedTempFile, Vec<u8>) {
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    let seed: Vec<u8> = (0..1 << 20)
+        .map(|i: u32| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect();
+    file.write_all(&seed).unwrap();
+    file.flush().unwrap();
+    (file, seed)
+}
+
 #[test]
 fn writes_land_in_the_file_and_file_contents_are_read() {
     for backend in [FileBackend::Uring, FileBackend::Psync, FileBackend::Mmap] {
-        let mut file = tempfile::NamedTempFile::new().unwrap();
-        let mut seed: Vec<u8> = (0..1 << 20)
-            .map(|i: u32| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
-            .collect();
-        file.write_all(&seed).unwrap();
-        file.flush().unwrap();
+        let (file, mut seed) = seeded_file();
         let ctrl: Arc<dyn Controller> = FileController::new(config(file.path(), backend)).unwrap();
         let dev = NvmeDevice::open(ctrl, DeviceConfig::default()).unwrap();
         // What the file holds is what a read returns.
@@ -144,12 +150,7 @@ fn null_mode_completes_commands_without_touching_data() {
 #[test]
 fn direct_reads_land_in_the_callers_buffer_once_pass_through_is_on() {
     for backend in [FileBackend::Uring, FileBackend::Psync, FileBackend::Mmap] {
-        let mut file = tempfile::NamedTempFile::new().unwrap();
-        let seed: Vec<u8> = (0..1 << 20)
-            .map(|i: u32| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
-            .collect();
-        file.write_all(&seed).unwrap();
-        file.flush().unwrap();
+        let (file, seed) = seeded_file();
         let ctrl: Arc<dyn Controller> = FileController::new(config(file.path(), backend)).unwrap();
         let dev = NvmeDevice::open(ctrl, DeviceConfig::default()).unwrap();
         let block = dev.geometry().block_size() as usize;
@@ -183,12 +184,7 @@ fn direct_reads_land_in_the_callers_buffer_once_pass_through_is_on() {
 
 #[test]
 fn many_direct_reads_on_one_queue_or_spread_over_all_land_in_their_buffers() {
-    let mut file = tempfile::NamedTempFile::new().unwrap();
-    let seed: Vec<u8> = (0..1 << 20)
-        .map(|i: u32| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
-        .collect();
-    file.write_all(&seed).unwrap();
-    file.flush().unwrap();
+    let (file, seed) = seeded_file();
     let mut c = config(file.path(), FileBackend::Psync);
     c.workers = 2;
     let ctrl: Arc<dyn Controller> = FileController::new(c).unwrap();
