@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # GoFS, PeakFS and cART on the GPU machine's 16 CPU cores (no GPU used), binaries in $BIN.
-# Usage: BIN=gpu-run/bin [PARTS="gofs cart peakfs"] bash bench/cpu-16core.sh
+# Usage: BIN=gpu-run/bin [PARTS="gofs cart peakfs"] [RUNS="1 2 3"] bash bench/cpu-16core.sh
 # (JSON lines into $OUT or /tmp)
 set -u
 B=${BIN:-gpu-run/bin}; O=${OUT:-/tmp}; PARTS=${PARTS:-gofs cart peakfs}
 nproc; date -u
 if [[ " $PARTS " == *" gofs "* ]]; then
 echo "== GoFS bench, tmpfs image, three runs (raw controller in each)"
-for i in 1 2 3; do
+for i in ${RUNS:-1 2 3}; do
   timeout 200 $B/gofs bench --image /dev/shm/gofs.img --image-mib 1024 --json > $O/gofs-$i.jsonl 2>/tmp/g.err
   echo "-- run $i rc=$?"; tail -2 /tmp/g.err
   python3 - $O/gofs-$i.jsonl <<'PY'
