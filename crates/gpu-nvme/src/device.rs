@@ -635,7 +635,6 @@ impl Drop for NvmeDevice {
     }
 }
 
-/// Allocates rings and bounce slots for a host queue, registers them, and builds the pair.
 /// Direct reads of every `(first block, buffer)` of `reqs`, request `i` on `queues[i mod n]`, up
 /// to half of each queue's depth in flight on it. Every request is checked before the first is
 /// sent; the first failure is returned after all of them have completed.
@@ -675,6 +674,7 @@ fn read_direct_over(
     result
 }
 
+/// Allocates rings and bounce slots for a host queue, registers them, and builds the pair.
 fn host_queue(
     ctrl: &dyn Controller,
     qid: u16,
