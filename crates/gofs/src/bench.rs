@@ -3,7 +3,10 @@
 //! N small files, once per file (open/read/close) and once through the batched API (§3.7). The
 //! same run measures the raw controller under the image with `gpu_nvme::bench` (same thread
 //! count and one command in flight, as the engine issues them), so the file system's share of
-//! the raw speed is printed next to it.
+//! the raw speed is printed next to it. The 4 KiB read workloads and the raw runs alternate in
+//! rounds, so that both are measured over the same stretch of the host's time: a host whose
+//! speed drifts by tens of percent within a minute (seen on the GPU machine's hosts) moves
+//! both sides of each round's ratio alike.
 //!
 //! Also home of [`open_image`], which the CLI uses to reach an image file.
 
@@ -12,6 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::bench::{BenchRecord, Engine, LatencyRecorder, Machine};
+use gpu_nvme::bench::Pattern;
 use gpu_nvme::controller::{Controller, FileBackend, FileController, FileControllerConfig};
 use gpu_nvme::device::{DeviceConfig, DeviceError, NvmeDevice};
 
@@ -112,6 +116,11 @@ pub struct BenchArgs {
     /// reads) and of each raw controller run, so that both are measured over the same time.
     #[arg(long, alias = "raw-seconds", default_value_t = 2.0)]
     pub seconds: f64,
+    /// Rounds of each 4 KiB read workload, alternating with the raw controller's run of the
+    /// same pattern (engine first in even rounds, raw first in odd ones); the ratio to raw is
+    /// the median of the rounds' ratios.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
     /// Skip the raw controller runs.
     #[arg(long)]
     pub no_raw: bool,
@@ -138,6 +147,23 @@ struct Sample {
     bytes: u64,
     elapsed: Duration,
     latency: LatencyRecorder,
+    /// (engine IOPS, raw IOPS) of each round run against the raw controller.
+    rounds: Vec<(f64, f64)>,
+}
+
+impl Sample {
+    fn iops(&self) -> f64 {
+        self.ops as f64 / self.elapsed.as_secs_f64()
+    }
+
+    /// Adds `other`'s operations, time and latencies (another round of the same workload).
+    fn absorb(&mut self, other: &Sample) -> Result<(), BenchError> {
+        self.ops += other.ops;
+        self.bytes += other.bytes;
+        self.elapsed += other.elapsed;
+        self.latency.merge(&other.latency)?;
+        Ok(())
+    }
 }
 
 fn timed(
@@ -155,6 +181,7 @@ fn timed(
         bytes,
         elapsed: start.elapsed().max(Duration::from_nanos(1)),
         latency,
+        rounds: Vec::new(),
     })
 }
 
@@ -214,7 +241,12 @@ pub fn run(
         },
     )?);
     let posix = Posix::new(Arc::clone(&fs), Caller { uid: 0, gid: 0 });
-    let mut samples = large_file(&posix, args)?;
+    let mut raw = RawRuns {
+        args,
+        backend,
+        records: Vec::new(),
+    };
+    let mut samples = large_file(&posix, args, &mut raw)?;
     samples.extend(small_files(&posix, args)?);
     drop(posix);
     let fs = Arc::try_unwrap(fs)
@@ -222,50 +254,52 @@ pub fn run(
     fs.unmount()?;
     let mut records = Vec::new();
     for s in samples {
-        records.push(
-            BenchRecord::new("gofs", s.workload, Engine::Cpu)
-                .param("image", args.image.display().to_string())
-                .param("backend", args.backend.clone())
-                .param("threads", args.threads as u64)
-                .param("controller_workers", args.controller_workers as u64)
-                .param("files", args.files as u64)
-                .param("file_kib", args.file_kib as u64)
-                .param("file_mib", args.file_mib)
-                .ops(s.ops)
-                .bytes(s.bytes)
-                .duration(s.elapsed)
-                .latency(&s.latency)
-                .machine(Machine::detect())
-                .finish()?,
-        );
+        let mut record = BenchRecord::new("gofs", s.workload, Engine::Cpu)
+            .param("image", args.image.display().to_string())
+            .param("backend", args.backend.clone())
+            .param("threads", args.threads as u64)
+            .param("controller_workers", args.controller_workers as u64)
+            .param("files", args.files as u64)
+            .param("file_kib", args.file_kib as u64)
+            .param("file_mib", args.file_mib)
+            .ops(s.ops)
+            .bytes(s.bytes)
+            .duration(s.elapsed)
+            .latency(&s.latency)
+            .machine(Machine::detect())
+            .finish()?;
+        if !s.rounds.is_empty() {
+            add_raw_ratio(&mut record, &s.rounds);
+        }
+        records.push(record);
     }
     add_batch_speedup(&mut records);
-    if !args.no_raw {
-        let raw = raw_records(args, backend)?;
-        for (workload, raw_workload) in [
-            ("randread-4k", "randread-4096b"),
-            ("seqread-4k", "seqread-4096b"),
-        ] {
-            let raw_iops = raw
-                .iter()
-                .find(|r| r.workload == raw_workload)
-                .map(|r| r.iops);
-            if let (Some(rec), Some(raw_iops)) = (
-                records.iter_mut().find(|r| r.workload == workload),
-                raw_iops,
-            ) {
-                rec.extra.insert("raw_iops".into(), raw_iops.into());
-                rec.extra
-                    .insert("ratio_to_raw".into(), (rec.iops / raw_iops).into());
-            }
-        }
-        records.extend(raw);
-    }
+    records.extend(raw.records);
     if !args.keep_image {
         std::fs::remove_file(&args.image)
             .map_err(|e| BenchError::Io(args.image.display().to_string(), e))?;
     }
     Ok(records)
+}
+
+/// Puts the raw controller's speed and the engine's share of it into `record`'s `extra`:
+/// `raw_iops` (mean over the rounds), `ratio_rounds` (each round's engine/raw) and
+/// `ratio_to_raw` (their median).
+fn add_raw_ratio(record: &mut BenchRecord, rounds: &[(f64, f64)]) {
+    let mut ratios: Vec<f64> = rounds.iter().map(|(gofs, raw)| gofs / raw).collect();
+    let raw_mean = rounds.iter().map(|r| r.1).sum::<f64>() / rounds.len() as f64;
+    record.extra.insert("raw_iops".into(), raw_mean.into());
+    record
+        .extra
+        .insert("ratio_rounds".into(), ratios.clone().into());
+    ratios.sort_by(f64::total_cmp);
+    let mid = ratios.len() / 2;
+    let median = if ratios.len() % 2 == 1 {
+        ratios[mid]
+    } else {
+        (ratios[mid - 1] + ratios[mid]) / 2.0
+    };
+    record.extra.insert("ratio_to_raw".into(), median.into());
 }
 
 /// Puts the batched multi-file read's and write's speed relative to their per-file loops
@@ -302,8 +336,13 @@ fn prepare_image(path: &Path, mib: u64) -> Result<(), BenchError> {
     f.set_len(mib << 20).map_err(io)
 }
 
-/// Sequential 4 KiB writes and reads over one large file, then random 4 KiB reads and writes.
-fn large_file(posix: &Posix, args: &BenchArgs) -> Result<Vec<Sample>, BenchError> {
+/// Sequential 4 KiB writes and reads over one large file, then random 4 KiB reads and writes;
+/// the reads in rounds against the raw controller's runs of the same pattern.
+fn large_file(
+    posix: &Posix,
+    args: &BenchArgs,
+    raw: &mut RawRuns<'_>,
+) -> Result<Vec<Sample>, BenchError> {
     let blocks = (args.file_mib << 20) / BLOCK as u64;
     let bytes = blocks * BLOCK as u64;
     let fd = posix.open(
@@ -328,25 +367,26 @@ fn large_file(posix: &Posix, args: &BenchArgs) -> Result<Vec<Sample>, BenchError
     posix.fsync(fd)?;
     let mut bad = 0u64;
     let seconds = Duration::from_secs_f64(args.seconds.max(0.0));
+    let rounds = args.rounds.max(1);
     // Whole passes over the file until `seconds` have passed.
-    out.push(reads_for(
-        posix,
-        fd,
-        "seqread-4k",
-        seconds,
-        blocks,
-        &mut bad,
-        |k| k % blocks,
-    )?);
+    let mut seq = |bad: &mut u64| {
+        reads_for(posix, fd, "seqread-4k", seconds, blocks, bad, |k| {
+            k % blocks
+        })
+    };
+    out.push(against_raw(rounds, raw, Pattern::Seq, &mut bad, &mut seq)?);
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
-    out.push(reads_for(
-        posix,
-        fd,
-        "randread-4k",
-        seconds,
-        1024,
+    let mut random = |bad: &mut u64| {
+        reads_for(posix, fd, "randread-4k", seconds, 1024, bad, |_| {
+            rng.below(blocks)
+        })
+    };
+    out.push(against_raw(
+        rounds,
+        raw,
+        Pattern::Rand,
         &mut bad,
-        |_| rng.below(blocks),
+        &mut random,
     )?);
     let n = args.random_ops;
     out.push(timed("randwrite-4k", n, n * BLOCK as u64, |lat| {
@@ -364,6 +404,42 @@ fn large_file(posix: &Posix, args: &BenchArgs) -> Result<Vec<Sample>, BenchError
         return Err(BenchError::Verify(bad));
     }
     Ok(out)
+}
+
+/// `rounds` rounds of the engine's workload `engine`, each next to a raw controller run of
+/// `pattern` (engine first in even rounds, raw first in odd ones), merged into one sample that
+/// keeps each round's pair of speeds.
+fn against_raw(
+    rounds: usize,
+    raw: &mut RawRuns<'_>,
+    pattern: Pattern,
+    bad: &mut u64,
+    engine: &mut dyn FnMut(&mut u64) -> Result<Sample, BenchError>,
+) -> Result<Sample, BenchError> {
+    let mut total: Option<Sample> = None;
+    let mut pairs = Vec::new();
+    for round in 0..rounds {
+        let raw_first = round % 2 == 1;
+        let mut raw_iops = if raw_first {
+            raw.run(pattern, round)?
+        } else {
+            None
+        };
+        let sample = engine(bad)?;
+        if !raw_first {
+            raw_iops = raw.run(pattern, round)?;
+        }
+        if let Some(r) = raw_iops {
+            pairs.push((sample.iops(), r));
+        }
+        match total.as_mut() {
+            Some(t) => t.absorb(&sample)?,
+            None => total = Some(sample),
+        }
+    }
+    let mut total = total.ok_or_else(|| BenchError::Invalid("no round ran".into()))?;
+    total.rounds = pairs;
+    Ok(total)
 }
 
 /// 4 KiB reads of the blocks `block(0), block(1), ...` of `fd`, checked by their tags, in
@@ -541,53 +617,75 @@ fn small_files(posix: &Posix, args: &BenchArgs) -> Result<Vec<Sample>, BenchErro
     Ok(out)
 }
 
-/// The raw controller's 4 KiB random and sequential reads at the engine's parallelism.
-fn raw_records(args: &BenchArgs, backend: FileBackend) -> Result<Vec<BenchRecord>, BenchError> {
-    let mut out = Vec::new();
-    for pattern in [
-        gpu_nvme::bench::Pattern::Rand,
-        gpu_nvme::bench::Pattern::Seq,
-    ] {
-        let raw = gpu_nvme::bench::BenchArgs {
-            initiator: gpu_nvme::bench::Initiator::Cpu,
-            threads: 1,
-            block_size: BLOCK as u32,
-            lba_size: BLOCK as u32,
-            queues: 1,
-            queue_depth: 64,
-            inflight: 1,
-            pattern,
-            op: gpu_nvme::bench::Op::Read,
-            null: false,
-            verify: false,
-            duration: args.seconds,
-            workers: args.controller_workers,
-            gpu_data: gpu_nvme::bench::GpuData::Auto,
-            load_kind: 0,
-            slot_bytes: 0,
-            block_threads: 128,
-            defines: Vec::new(),
-            json: args.json,
-        };
-        let image = args.image.clone();
-        let factory = move |b: &gpu_nvme::bench::BenchArgs,
-                            _gpu: Option<&gpu_nvme::cuda::Gpu>,
-                            queues: u16|
-              -> Result<Arc<dyn Controller>, gpu_nvme::bench::BenchError> {
-            let mut config = FileControllerConfig::new(&image);
-            config.lba_size = b.lba_size;
-            config.workers = b.workers;
-            config.backend = backend;
-            config.max_io_queues = queues;
-            Ok(FileController::new(config)?)
-        };
-        let (mut record, _notes) = gpu_nvme::bench::run(&raw, "gpu-nvme", &factory)?;
+/// The raw controller's runs made between the engine's read rounds, and their records.
+struct RawRuns<'a> {
+    args: &'a BenchArgs,
+    backend: FileBackend,
+    records: Vec<BenchRecord>,
+}
+
+impl RawRuns<'_> {
+    /// One raw 4 KiB read run of `pattern` over the image (nothing with `--no-raw`); returns
+    /// its IOPS and keeps its record, marked with `round`.
+    fn run(&mut self, pattern: Pattern, round: usize) -> Result<Option<f64>, BenchError> {
+        if self.args.no_raw {
+            return Ok(None);
+        }
+        let mut record = raw_record(self.args, self.backend, pattern)?;
         record
             .parameters
-            .insert("image".into(), args.image.display().to_string().into());
-        out.push(record);
+            .insert("round".into(), (round as u64).into());
+        let iops = record.iops;
+        self.records.push(record);
+        Ok(Some(iops))
     }
-    Ok(out)
+}
+
+/// The raw controller's 4 KiB reads of `pattern` at the engine's parallelism (one thread, one
+/// command in flight), through a controller of its own over the image.
+fn raw_record(
+    args: &BenchArgs,
+    backend: FileBackend,
+    pattern: Pattern,
+) -> Result<BenchRecord, BenchError> {
+    let raw = gpu_nvme::bench::BenchArgs {
+        initiator: gpu_nvme::bench::Initiator::Cpu,
+        threads: 1,
+        block_size: BLOCK as u32,
+        lba_size: BLOCK as u32,
+        queues: 1,
+        queue_depth: 64,
+        inflight: 1,
+        pattern,
+        op: gpu_nvme::bench::Op::Read,
+        null: false,
+        verify: false,
+        duration: args.seconds,
+        workers: args.controller_workers,
+        gpu_data: gpu_nvme::bench::GpuData::Auto,
+        load_kind: 0,
+        slot_bytes: 0,
+        block_threads: 128,
+        defines: Vec::new(),
+        json: args.json,
+    };
+    let image = args.image.clone();
+    let factory = move |b: &gpu_nvme::bench::BenchArgs,
+                        _gpu: Option<&gpu_nvme::cuda::Gpu>,
+                        queues: u16|
+          -> Result<Arc<dyn Controller>, gpu_nvme::bench::BenchError> {
+        let mut config = FileControllerConfig::new(&image);
+        config.lba_size = b.lba_size;
+        config.workers = b.workers;
+        config.backend = backend;
+        config.max_io_queues = queues;
+        Ok(FileController::new(config)?)
+    };
+    let (mut record, _notes) = gpu_nvme::bench::run(&raw, "gpu-nvme", &factory)?;
+    record
+        .parameters
+        .insert("image".into(), args.image.display().to_string().into());
+    Ok(record)
 }
 
 #[cfg(test)]

@@ -428,7 +428,19 @@ impl Fs {
     /// continues the previous one on the inode reads a whole read-ahead window, and the reads
     /// after it are copied from the window (see `fs/readahead.rs`).
     pub fn read(&self, ino: Ino, offset: u64, buf: &mut [u8]) -> Result<usize> {
-        let node = self.shared.ranges.of(ino)?;
+        self.shared
+            .ranges
+            .with(ino, |node| self.read_locked(ino, node, offset, buf))?
+    }
+
+    /// [`read`](Self::read) of `ino`, whose shared state is `node`.
+    fn read_locked(
+        &self,
+        ino: Ino,
+        node: &range_locks::InodeShared,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<usize> {
         let (o, n) = range_locks::clamp(offset, buf.len() as u64);
         let _range = node
             .range
@@ -442,10 +454,10 @@ impl Fs {
             ra.miss(offset, buf.len(), &self.shared.ra_budget)
         };
         let Some(mut fill) = fill else {
-            return self.read_planned(ino, &node, offset, buf).map(|r| r.0);
+            return self.read_planned(ino, node, offset, buf).map(|r| r.0);
         };
         let start = fill.start;
-        let got = self.read_planned(ino, &node, start, &mut fill.data);
+        let got = self.read_planned(ino, node, start, &mut fill.data);
         let mut ra = node.ra();
         match got {
             Ok((got, stamp, true)) => {
@@ -463,7 +475,7 @@ impl Fs {
             }
         }
         drop(ra);
-        self.read_planned(ino, &node, offset, buf).map(|r| r.0)
+        self.read_planned(ino, node, offset, buf).map(|r| r.0)
     }
 
     /// Reads `buf.len()` bytes at `offset` of `ino` through the device: addresses resolved

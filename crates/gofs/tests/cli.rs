@@ -120,3 +120,88 @@ fn fsck_reads_every_entry_and_fails_on_a_damaged_inode() {
     assert!(!ok, "a damaged inode passed: {v}");
     assert!(v["errors"].as_u64() >= Some(1), "{v}");
 }
+
+#[test]
+fn bench_alternates_engine_and_raw_rounds_and_reports_their_median() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("bench.img");
+    let out = gofs(&[
+        &"bench",
+        &"--image",
+        &img,
+        &"--image-mib",
+        &"256",
+        &"--file-mib",
+        &"4",
+        &"--files",
+        &"40",
+        &"--random-ops",
+        &"100",
+        &"--seconds",
+        &"0.05",
+        &"--rounds",
+        &"3",
+        &"--json",
+    ]);
+    let records: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for (workload, raw) in [
+        ("randread-4k", "randread-4096b"),
+        ("seqread-4k", "seqread-4096b"),
+    ] {
+        let rec = records.iter().find(|r| r["workload"] == workload).unwrap();
+        let rounds: Vec<f64> = rec["extra"]["ratio_rounds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
+        assert_eq!(rounds.len(), 3, "{workload}");
+        let mut sorted = rounds.clone();
+        sorted.sort_by(f64::total_cmp);
+        assert_eq!(rec["extra"]["ratio_to_raw"].as_f64().unwrap(), sorted[1]);
+        let raw_rounds: Vec<&serde_json::Value> =
+            records.iter().filter(|r| r["workload"] == raw).collect();
+        let marks: Vec<u64> = raw_rounds
+            .iter()
+            .map(|r| r["parameters"]["round"].as_u64().unwrap())
+            .collect();
+        assert_eq!(marks, [0, 1, 2], "{raw}");
+        let mean = raw_rounds
+            .iter()
+            .map(|r| r["iops"].as_f64().unwrap())
+            .sum::<f64>()
+            / 3.0;
+        let reported = rec["extra"]["raw_iops"].as_f64().unwrap();
+        assert!(
+            (reported - mean).abs() <= 1e-9 * mean,
+            "{reported} vs {mean}"
+        );
+    }
+    assert!(!img.exists(), "the image is removed unless --keep-image");
+    let none = gofs(&[
+        &"bench",
+        &"--image",
+        &img,
+        &"--image-mib",
+        &"256",
+        &"--file-mib",
+        &"4",
+        &"--files",
+        &"40",
+        &"--random-ops",
+        &"100",
+        &"--seconds",
+        &"0.05",
+        &"--no-raw",
+        &"--json",
+    ]);
+    let text = String::from_utf8(none.stdout).unwrap();
+    assert!(
+        !text.contains("gpu-nvme") && !text.contains("ratio_to_raw"),
+        "{text}"
+    );
+}

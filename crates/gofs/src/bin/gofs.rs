@@ -476,9 +476,14 @@ fn run_bench(args: &BenchArgs) -> Result<()> {
         for r in &records {
             if let Some(ratio) = r.extra.get("ratio_to_raw").and_then(|v| v.as_f64()) {
                 println!(
-                    "{}: GoFS at {:.1}% of the raw controller ({:.0} vs {:.0} IOPS)",
+                    "{}: GoFS at {:.1}% of the raw controller (median of {} alternating rounds; \
+                     {:.0} vs {:.0} IOPS overall)",
                     r.workload,
                     ratio * 100.0,
+                    r.extra
+                        .get("ratio_rounds")
+                        .and_then(|v| v.as_array())
+                        .map_or(0, Vec::len),
                     r.iops,
                     r.extra
                         .get("raw_iops")
