@@ -15,8 +15,9 @@
 #                   exec pfs-c1;...": worker r starts in client namespace pfs-c(r mod N);
 #                   empty without --netns)
 # Default CMD: `peakfs bench --procs 4 --files 500 --ior-mib 8`, spread over the clients.
-# Servers run PEAKFS_SERVER_WORKERS (2) workers each, unpinned unless PEAKFS_PIN is set and
-# empty (`PEAKFS_PIN= ci/peakfs-cluster.sh ...` pins them to cores), polling PEAKFS_SPIN_US
+# Servers run PEAKFS_SERVER_WORKERS (2) workers each, unpinned unless PEAKFS_PIN is set:
+# empty (`PEAKFS_PIN= ci/peakfs-cluster.sh ...`) pins worker w of every server to core w;
+# `split` gives server i its own cores (i*W .. i*W+W-1, W workers each), polling PEAKFS_SPIN_US
 # (the server's default) microseconds before they sleep, with a data file of
 # PEAKFS_DATA_MIB (1024) MiB each on /dev/shm.
 set -euo pipefail
@@ -123,11 +124,18 @@ run_bg pfs-m "$WORK/master.out" "$WORK/master.log" "$BIN/peakfs-master" --listen
   --servers "$SERVERS" --report-interval-ms 200
 MASTER=$(wait_line "$WORK/master.out")
 
+W=${PEAKFS_SERVER_WORKERS:-2}
 for ((i = 0; i < SERVERS; i++)); do
   SLISTEN=127.0.0.1:0
   if ((NETNS)); then host "pfs-s$i"; SLISTEN=$IP:7400; fi
+  case "${PEAKFS_PIN-unset}" in
+    unset) PIN=--no-pin ;;
+    split) PIN="--cpus $((i * W))-$((i * W + W - 1))" ;;
+    *) PIN= ;;
+  esac
+  # shellcheck disable=SC2086 # PIN is zero, one or two words
   run_bg "pfs-s$i" "$WORK/s$i.out" "$WORK/s$i.log" "$BIN/peakfs-server" --master "$MASTER" \
-    --listen "$SLISTEN" --data "$WORK/s$i.data" --data-size $((${PEAKFS_DATA_MIB:-1024} << 20)) --workers "${PEAKFS_SERVER_WORKERS:-2}" ${PEAKFS_PIN-"--no-pin"} \
+    --listen "$SLISTEN" --data "$WORK/s$i.data" --data-size $((${PEAKFS_DATA_MIB:-1024} << 20)) --workers "$W" $PIN \
     ${PEAKFS_SPIN_US:+--spin-us "$PEAKFS_SPIN_US"}
 done
 for ((i = 0; i < SERVERS; i++)); do wait_line "$WORK/s$i.out" >/dev/null; done

@@ -130,6 +130,11 @@ pub struct ServerConfig {
     pub memcpy_threshold: usize,
     /// Pin worker threads to cores.
     pub pin: bool,
+    /// The cores workers are pinned to, worker `w` on `cpus[w mod len]` (TOML: a list, or a
+    /// Linux cpu-list string such as `"0-3,8"`); empty: worker `w` on core `w`. Servers that
+    /// share a host need disjoint lists, or their workers pile onto the same cores.
+    #[serde(deserialize_with = "deserialize_cpus")]
+    pub cpus: Vec<usize>,
     /// Microseconds a worker keeps polling after its last work before it sleeps in its
     /// poller (0: sleep at once). A sleeping worker costs each request that reaches it an
     /// eventfd write and a wake-up; a polling one yields its core between polls.
@@ -152,6 +157,7 @@ impl Default for ServerConfig {
             memcpy_threads: 1,
             memcpy_threshold: 4096,
             pin: true,
+            cpus: Vec::new(),
             spin_us: 50,
             controller: ControllerKind::File,
             ring_capacity: 4096,
@@ -186,6 +192,9 @@ impl ServerConfig {
                 "at most 1000000 (one second)",
             );
         }
+        if let Some(&c) = self.cpus.iter().find(|&&c| c >= MAX_CPU) {
+            return bad("cpus", c.to_string(), "cores are numbered below 1024");
+        }
         if !(2..=1 << 20).contains(&self.ring_capacity) {
             return bad(
                 "ring_capacity",
@@ -203,6 +212,52 @@ impl ServerConfig {
         } else {
             format!("http://{}", self.master)
         }
+    }
+}
+
+/// Cores a cpu set can name (glibc's `CPU_SETSIZE`).
+pub const MAX_CPU: usize = 1024;
+
+/// Parses a Linux cpu-list (`"0-3,8,10-11"`) into core numbers, in order, each below
+/// [`MAX_CPU`].
+pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, String> {
+    let mut cpus = Vec::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let num = |s: &str| {
+            s.trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|&c| c < MAX_CPU)
+                .ok_or_else(|| format!("{s:?} is not a core number below {MAX_CPU}"))
+        };
+        match part.split_once('-') {
+            Some((lo, hi)) => {
+                let (lo, hi) = (num(lo)?, num(hi)?);
+                if lo > hi {
+                    return Err(format!("range {part:?} runs backwards"));
+                }
+                cpus.extend(lo..=hi);
+            }
+            None => cpus.push(num(part)?),
+        }
+    }
+    if cpus.is_empty() {
+        return Err(format!("cpu list {text:?} names no core"));
+    }
+    Ok(cpus)
+}
+
+/// `cpus` from TOML: a list of cores or a cpu-list string.
+fn deserialize_cpus<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<usize>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Cpus {
+        List(Vec<usize>),
+        Text(String),
+    }
+    match Cpus::deserialize(d)? {
+        Cpus::List(l) => Ok(l),
+        Cpus::Text(t) => parse_cpu_list(&t).map_err(serde::de::Error::custom),
     }
 }
 
@@ -245,6 +300,29 @@ mod tests {
     }
 
     #[test]
+    fn cpu_lists_parse_as_linux_writes_them() {
+        assert_eq!(
+            parse_cpu_list("0-3,8, 10-11").unwrap(),
+            vec![0, 1, 2, 3, 8, 10, 11]
+        );
+        assert_eq!(parse_cpu_list("5").unwrap(), vec![5]);
+        for bad in ["", "3-1", "x", "0-", "1024", "0-2000"] {
+            assert!(parse_cpu_list(bad).is_err(), "{bad:?} accepted");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.toml");
+        std::fs::write(&p, "cpus = \"4-5\"\n").unwrap();
+        assert_eq!(load::<ServerConfig>(Some(&p)).unwrap().cpus, vec![4, 5]);
+        std::fs::write(&p, "cpus = [7, 2]\n").unwrap();
+        assert_eq!(load::<ServerConfig>(Some(&p)).unwrap().cpus, vec![7, 2]);
+        std::fs::write(&p, "cpus = \"2-1\"\n").unwrap();
+        assert!(matches!(
+            load::<ServerConfig>(Some(&p)),
+            Err(ConfigError::Parse { .. })
+        ));
+    }
+
+    #[test]
     fn validation_names_the_bad_value() {
         let m = MasterConfig {
             default_hint: "huge".into(),
@@ -266,6 +344,11 @@ mod tests {
             ..Default::default()
         };
         assert!(s.validate().unwrap_err().to_string().contains("spin_us"));
+        let s = ServerConfig {
+            cpus: vec![0, 4096],
+            ..Default::default()
+        };
+        assert!(s.validate().unwrap_err().to_string().contains("cpus"));
         assert_eq!(
             ServerConfig::default().master_uri(),
             "http://127.0.0.1:7300"

@@ -41,6 +41,10 @@ struct Args {
     /// Do not pin workers to cores.
     #[arg(long)]
     no_pin: bool,
+    /// Cores to pin the workers to, as a cpu-list (`0-3,8`): worker w on the w-th core of the
+    /// list (default: worker w on core w). Give servers sharing a host disjoint lists.
+    #[arg(long, conflicts_with = "no_pin")]
+    cpus: Option<String>,
     /// TOML config file.
     #[arg(long)]
     config: Option<PathBuf>,
@@ -72,6 +76,9 @@ fn main() -> anyhow::Result<()> {
     }
     if a.no_pin {
         cfg.pin = false;
+    }
+    if let Some(list) = a.cpus {
+        cfg.cpus = config::parse_cpu_list(&list).map_err(|e| anyhow::anyhow!("--cpus: {e}"))?;
     }
     let server = Server::start(&cfg)?;
     // The line tests and scripts wait for.

@@ -108,6 +108,7 @@ impl Server {
                 memcpy_threads: cfg.memcpy_threads,
                 memcpy_threshold: cfg.memcpy_threshold,
                 pin: cfg.pin,
+                cpus: cfg.cpus.clone(),
                 spin: Duration::from_micros(cfg.spin_us),
                 ring_capacity: cfg.ring_capacity,
                 read_cache_bytes: READ_CACHE_BYTES,

@@ -72,6 +72,8 @@ pub struct SchedConfig {
     pub memcpy_threshold: usize,
     /// Pin workers to cores.
     pub pin: bool,
+    /// Worker `w` pins to `cpus[w mod len]`; empty: to core `w`.
+    pub cpus: Vec<usize>,
     /// How long a worker keeps polling (yielding the core in between) after its last work
     /// before it sleeps: a forwarded request's reply, or a client's next request, usually
     /// comes within it, and a worker that does not sleep needs no wake-up (no eventfd write by
@@ -484,7 +486,13 @@ fn proto_failure(e: ProtoError) -> Failure {
 
 impl Worker {
     fn run(mut self, mut poller: TcpPoller) -> Result<(), SchedError> {
-        pin(self.me, self.cfg.pin);
+        if self.cfg.pin {
+            let core = match self.cfg.cpus.as_slice() {
+                [] => self.me,
+                cpus => cpus[self.me % cpus.len()],
+            };
+            pin(self.me, core);
+        }
         let mut last_usage = Instant::now() - USAGE_EVERY;
         let mut marked_idle = false;
         let mut last_work = Instant::now();
@@ -774,23 +782,24 @@ impl Worker {
     }
 }
 
-/// Pins the calling thread to core `worker` if that core exists (best effort).
-fn pin(worker: usize, enabled: bool) {
-    let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    if !enabled || worker >= cores || worker >= libc::CPU_SETSIZE as usize {
+/// Pins the calling thread (worker `worker`) to `core` (best effort: a core that does not exist
+/// or is not ours leaves the thread where it is, with a log line).
+fn pin(worker: usize, core: usize) {
+    if core >= libc::CPU_SETSIZE as usize {
         return;
     }
     // SAFETY: `set` is a plain bitmask owned by this frame; CPU_ZERO/CPU_SET write inside it
-    // (worker < CPU_SETSIZE), and sched_setaffinity(0, ..) only reads it for this thread.
+    // (core < CPU_SETSIZE), and sched_setaffinity(0, ..) only reads it for this thread.
     let rc = unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_ZERO(&mut set);
-        libc::CPU_SET(worker, &mut set);
+        libc::CPU_SET(core, &mut set);
         libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set)
     };
     if rc != 0 {
         tracing::debug!(
             worker,
+            core,
             "pinning failed: {}",
             std::io::Error::last_os_error()
         );
