@@ -27,8 +27,11 @@ timeout 200 $B/peakfs-cart-bench --names 10000000 2>&1 | tail -6
 fi
 if [[ " $PARTS " == *" peakfs "* ]]; then
 # 4 servers x 4 workers measured best on 16 cores (bench/results/2026-11-25-h100/README.md).
-S=${PEAKFS_SERVERS:-4} W=${PEAKFS_SERVER_WORKERS:-4}
-echo "== PeakFS on loopback: master + $S servers x $W workers, 8 client processes"
-PEAKFS_DATA_MIB=8192 PEAKFS_BIN_DIR=$B PEAKFS_SERVER_WORKERS=$W timeout 300 bash ci/peakfs-cluster.sh --servers $S -- \
+# The data files live on /dev/shm: the mmap backend copies in the controller's thread, where
+# io_uring punts each buffered tmpfs write to a kernel worker (IOR N-N write 2.5-3x,
+# bench/results/2026-11-25-h100-session3/README.md).
+S=${PEAKFS_SERVERS:-4} W=${PEAKFS_SERVER_WORKERS:-4} BE=${PEAKFS_BACKEND:-mmap}
+echo "== PeakFS on loopback: master + $S servers x $W workers ($BE backend), 8 client processes"
+PEAKFS_BACKEND=$BE PEAKFS_DATA_MIB=8192 PEAKFS_BIN_DIR=$B PEAKFS_SERVER_WORKERS=$W timeout 300 bash ci/peakfs-cluster.sh --servers $S -- \
   bash -c '$PEAKFS --master $PEAKFS_MASTER bench --procs 8 --files 10000 --ior-mib 64 --echo-ops 100000' 2>&1 | tail -20
 fi

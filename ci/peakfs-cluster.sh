@@ -19,7 +19,8 @@
 # empty (`PEAKFS_PIN= ci/peakfs-cluster.sh ...`) pins worker w of every server to core w;
 # `split` gives server i its own cores (i*W .. i*W+W-1, W workers each), polling PEAKFS_SPIN_US
 # (the server's default) microseconds before they sleep, with a data file of
-# PEAKFS_DATA_MIB (1024) MiB each on /dev/shm.
+# PEAKFS_DATA_MIB (1024) MiB each on /dev/shm, reached through PEAKFS_BACKEND (the server's
+# default, uring) by PEAKFS_CONTROLLER_WORKERS (1) file-controller threads.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -136,7 +137,8 @@ for ((i = 0; i < SERVERS; i++)); do
   # shellcheck disable=SC2086 # PIN is zero, one or two words
   run_bg "pfs-s$i" "$WORK/s$i.out" "$WORK/s$i.log" "$BIN/peakfs-server" --master "$MASTER" \
     --listen "$SLISTEN" --data "$WORK/s$i.data" --data-size $((${PEAKFS_DATA_MIB:-1024} << 20)) --workers "$W" $PIN \
-    ${PEAKFS_SPIN_US:+--spin-us "$PEAKFS_SPIN_US"}
+    ${PEAKFS_SPIN_US:+--spin-us "$PEAKFS_SPIN_US"} ${PEAKFS_BACKEND:+--backend "$PEAKFS_BACKEND"} \
+    ${PEAKFS_CONTROLLER_WORKERS:+--controller-workers "$PEAKFS_CONTROLLER_WORKERS"}
 done
 for ((i = 0; i < SERVERS; i++)); do wait_line "$WORK/s$i.out" >/dev/null; done
 

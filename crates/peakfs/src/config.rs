@@ -108,6 +108,30 @@ pub enum ControllerKind {
     Swarmio,
 }
 
+/// How the file controller reaches the data file or device (`gpu_nvme`'s `FileBackend`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum DataBackend {
+    /// io_uring, one submission per fetched batch (block devices, files on disk).
+    #[default]
+    Uring,
+    /// pread/pwrite.
+    Psync,
+    /// A shared mapping, mapped in full at start: reads and writes are memory copies in the
+    /// controller's thread (a data file on tmpfs; it costs the file's size in memory at once).
+    Mmap,
+}
+
+impl From<DataBackend> for gpu_nvme::controller::FileBackend {
+    fn from(b: DataBackend) -> Self {
+        match b {
+            DataBackend::Uring => Self::Uring,
+            DataBackend::Psync => Self::Psync,
+            DataBackend::Mmap => Self::Mmap,
+        }
+    }
+}
+
 /// A server's settings.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -141,6 +165,11 @@ pub struct ServerConfig {
     pub spin_us: u64,
     /// NVMe controller.
     pub controller: ControllerKind,
+    /// How the file controller reaches the data.
+    pub backend: DataBackend,
+    /// Threads of the file controller (each serves every `controller_workers`-th worker's
+    /// queue): the device side of the server, like an SSD's own parallelism.
+    pub controller_workers: u32,
     /// Entries per SPSC / MPMC / MPSC ring.
     pub ring_capacity: usize,
 }
@@ -160,6 +189,8 @@ impl Default for ServerConfig {
             cpus: Vec::new(),
             spin_us: 50,
             controller: ControllerKind::File,
+            backend: DataBackend::Uring,
+            controller_workers: 1,
             ring_capacity: 4096,
         }
     }
@@ -177,6 +208,13 @@ impl ServerConfig {
         };
         if self.workers == 0 || self.workers > 256 {
             return bad("workers", self.workers.to_string(), "must be in 1..=256");
+        }
+        if self.controller_workers == 0 || self.controller_workers > self.workers {
+            return bad(
+                "controller_workers",
+                self.controller_workers.to_string(),
+                "must be in 1..=workers (one queue per worker)",
+            );
         }
         if self.memcpy_threads > 64 {
             return bad(
@@ -284,9 +322,14 @@ mod tests {
     fn toml_overrides_defaults_and_rejects_unknown_keys() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("s.toml");
-        std::fs::write(&p, "workers = 4\ncontroller = \"swarmio\"\n").unwrap();
+        std::fs::write(
+            &p,
+            "workers = 4\ncontroller = \"swarmio\"\nbackend = \"mmap\"\n",
+        )
+        .unwrap();
         let c: ServerConfig = load(Some(&p)).unwrap();
         assert_eq!((c.workers, c.controller), (4, ControllerKind::Swarmio));
+        assert_eq!(c.backend, DataBackend::Mmap);
         assert_eq!(c.memcpy_threshold, 4096);
         std::fs::write(&p, "wrokers = 4\n").unwrap();
         assert!(matches!(
@@ -344,6 +387,16 @@ mod tests {
             ..Default::default()
         };
         assert!(s.validate().unwrap_err().to_string().contains("spin_us"));
+        let s = ServerConfig {
+            controller_workers: 3,
+            ..Default::default()
+        };
+        assert!(
+            s.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("controller_workers")
+        );
         let s = ServerConfig {
             cpus: vec![0, 4096],
             ..Default::default()

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use clap::Parser;
-use peakfs::config::{self, ControllerKind, ServerConfig};
+use peakfs::config::{self, ControllerKind, DataBackend, ServerConfig};
 use peakfs::server::Server;
 
 /// PeakFS storage server.
@@ -38,6 +38,13 @@ struct Args {
     /// NVMe controller: file (the data path) or swarmio (RAM emulator, tests).
     #[arg(long, value_enum)]
     controller: Option<ControllerKind>,
+    /// How the file controller reaches the data: uring (default), psync, or mmap (maps the
+    /// whole file at start: for a data file on tmpfs).
+    #[arg(long, value_enum)]
+    backend: Option<DataBackend>,
+    /// File controller threads (1..=workers).
+    #[arg(long)]
+    controller_workers: Option<u32>,
     /// Do not pin workers to cores.
     #[arg(long)]
     no_pin: bool,
@@ -69,7 +76,9 @@ fn main() -> anyhow::Result<()> {
         workers,
         memcpy_threads,
         spin_us,
-        controller
+        controller,
+        backend,
+        controller_workers
     );
     if a.advertise.is_some() {
         cfg.advertise = a.advertise;

@@ -13,7 +13,7 @@ use gpu_nvme::controller::Controller;
 use gpu_nvme::controller::file::{FileController, FileControllerConfig};
 use gpu_nvme::device::{DeviceConfig, NvmeDevice};
 
-use crate::config::ControllerKind;
+use crate::config::{ControllerKind, ServerConfig};
 use crate::placement::{Layout, ROOT_INO, SLOT_SHIFT};
 use crate::pstore::inode::{Hint as StoreHint, Inode};
 use crate::pstore::{PStore, PStoreConfig, PStoreError};
@@ -119,16 +119,12 @@ pub struct Storage {
 }
 
 impl Storage {
-    /// Opens the device: the file controller over `path` (created with `size` bytes when it is
-    /// missing or empty) or a SwarmIO emulator of `size` bytes.
-    pub fn open(
-        kind: ControllerKind,
-        path: &Path,
-        size: u64,
-        workers: u32,
-    ) -> Result<Self, StorageError> {
-        let queues = workers.clamp(1, MAX_WORKERS) as u16;
-        let ctrl: Arc<dyn Controller> = match kind {
+    /// Opens the device of `cfg` (its controller, backend and workers): the file controller
+    /// over `path` (created with `size` bytes when it is missing or empty) or a SwarmIO
+    /// emulator of `size` bytes.
+    pub fn open(cfg: &ServerConfig, path: &Path, size: u64) -> Result<Self, StorageError> {
+        let queues = cfg.workers.clamp(1, MAX_WORKERS) as u16;
+        let ctrl: Arc<dyn Controller> = match cfg.controller {
             ControllerKind::File => {
                 let file_err = |source| StorageError::File {
                     path: path.display().to_string(),
@@ -147,7 +143,8 @@ impl Storage {
                 }
                 let mut fc = FileControllerConfig::new(path);
                 fc.lba_size = LBA;
-                fc.workers = 1;
+                fc.workers = cfg.controller_workers.clamp(1, u32::from(queues)) as usize;
+                fc.backend = cfg.backend.into();
                 fc.max_io_queues = queues + 1;
                 FileController::new(fc).map_err(|e| StorageError::Device(e.to_string()))?
             }
@@ -327,19 +324,26 @@ mod tests {
         assert_eq!(ServerSuper::decode(&[0; 10]), None);
     }
 
+    fn two_workers() -> ServerConfig {
+        ServerConfig {
+            workers: 2,
+            ..Default::default()
+        }
+    }
+
     #[test]
     fn formatted_data_reopens_with_its_root_and_rejects_another_shape() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("data");
         let layout = Layout::new(1, 2, 65536).unwrap();
         {
-            let mut s = Storage::open(ControllerKind::File, &path, 64 << 20, 2).unwrap();
+            let mut s = Storage::open(&two_workers(), &path, 64 << 20).unwrap();
             assert!(s.existing().is_none());
             let mut zones = s.zones(0, &layout, StoreHint::default()).unwrap();
             assert!(zones[0].getattr(ROOT_INO).unwrap().mode & libc::S_IFDIR != 0);
             assert!(zones[1].getattr(ROOT_INO).is_err());
         }
-        let mut s = Storage::open(ControllerKind::File, &path, 64 << 20, 2).unwrap();
+        let mut s = Storage::open(&two_workers(), &path, 64 << 20).unwrap();
         assert_eq!(s.existing().map(|sb| sb.index), Some(0));
         assert!(matches!(
             s.zones(0, &Layout::new(2, 2, 65536).unwrap(), StoreHint::default()),
@@ -350,5 +354,47 @@ mod tests {
         ));
         let mut zones = s.zones(0, &layout, StoreHint::default()).unwrap();
         assert_eq!(zones[0].getattr(ROOT_INO).unwrap().ino, ROOT_INO);
+    }
+
+    #[test]
+    fn every_backend_and_controller_thread_count_serves_the_same_data() {
+        use crate::config::DataBackend;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("data");
+        let layout = Layout::new(1, 2, 65536).unwrap();
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let mut ino = None;
+        for (backend, controller_workers) in [
+            (DataBackend::Uring, 1),
+            (DataBackend::Mmap, 2),
+            (DataBackend::Psync, 2),
+        ] {
+            let cfg = ServerConfig {
+                backend,
+                controller_workers,
+                ..two_workers()
+            };
+            let mut s = Storage::open(&cfg, &path, 64 << 20).unwrap();
+            let mut zones = s.zones(0, &layout, StoreHint::default()).unwrap();
+            let z = &mut zones[0];
+            let i = match ino {
+                None => {
+                    let mode = libc::S_IFREG | 0o644;
+                    let a = z
+                        .create(ROOT_INO, b"f", mode, 0, 0, StoreHint::default())
+                        .unwrap();
+                    z.write(a.ino, 0, &data).unwrap();
+                    z.fsync().unwrap();
+                    *ino.insert(a.ino)
+                }
+                Some(i) => i,
+            };
+            let mut back = vec![0u8; data.len()];
+            assert_eq!(z.read(i, 0, &mut back).unwrap(), data.len());
+            assert_eq!(back, data, "{backend:?} x {controller_workers}");
+            for z in &mut zones {
+                z.checkpoint().unwrap();
+            }
+        }
     }
 }
