@@ -6,7 +6,7 @@ set -u
 B=${BIN:-gpu-run/bin}; O=${OUT:-/tmp}; PARTS=${PARTS:-gofs cart peakfs}
 nproc; date -u
 if [[ " $PARTS " == *" gofs "* ]]; then
-echo "== GoFS bench, tmpfs image, three runs (raw controller in each)"
+echo "== GoFS bench, tmpfs image (4 KiB reads in rounds alternating with the raw controller)"
 for i in ${RUNS:-1 2 3}; do
   timeout 200 $B/gofs bench --image /dev/shm/gofs.img --image-mib 1024 --json > $O/gofs-$i.jsonl 2>/tmp/g.err
   echo "-- run $i rc=$?"; tail -2 /tmp/g.err
@@ -16,7 +16,8 @@ for l in open(sys.argv[1]):
     try: r=json.loads(l)
     except Exception: continue
     x=r.get("extra",{})
-    print(f'{r["system"]:8} {r["workload"]:24} {r["iops"]:>12.0f} IOPS {r["gbps"]:7.3f} GB/s ratio_to_raw {x.get("ratio_to_raw","-")} speedup {x.get("speedup_vs_perfile","-")}')
+    rounds = [round(v, 3) for v in x.get("ratio_rounds", [])]
+    print(f'{r["system"]:8} {r["workload"]:24} {r["iops"]:>12.0f} IOPS {r["gbps"]:7.3f} GB/s ratio_to_raw {x.get("ratio_to_raw","-")} rounds {rounds} speedup {x.get("speedup_vs_perfile","-")}')
 PY
   rm -f /dev/shm/gofs.img
 done
