@@ -31,8 +31,10 @@ if [[ " $PARTS " == *" peakfs "* ]]; then
 # The data files live on /dev/shm: the mmap backend copies in the controller's thread, where
 # io_uring punts each buffered tmpfs write to a kernel worker (IOR N-N write 2.5-3x,
 # bench/results/2026-11-25-h100-session3/README.md).
+# PEAKFS_PIN=split with PEAKFS_CLIENT_CPUS (e.g. 6-15) gives servers and clients separate cores.
 S=${PEAKFS_SERVERS:-4} W=${PEAKFS_SERVER_WORKERS:-4} BE=${PEAKFS_BACKEND:-mmap}
-echo "== PeakFS on loopback: master + $S servers x $W workers ($BE backend), 8 client processes"
+export TS=${PEAKFS_CLIENT_CPUS:+taskset -c $PEAKFS_CLIENT_CPUS}
+echo "== PeakFS on loopback: master + $S servers x $W workers ($BE backend, pin ${PEAKFS_PIN-none}), 8 client processes ${TS:+($TS)}"
 PEAKFS_BACKEND=$BE PEAKFS_DATA_MIB=8192 PEAKFS_BIN_DIR=$B PEAKFS_SERVER_WORKERS=$W timeout 300 bash ci/peakfs-cluster.sh --servers $S -- \
-  bash -c '$PEAKFS --master $PEAKFS_MASTER bench --procs 8 --files 10000 --ior-mib 64 --echo-ops 100000' 2>&1 | tail -20
+  bash -c '$TS $PEAKFS --master $PEAKFS_MASTER bench --procs 8 --files 10000 --ior-mib 64 --echo-ops 100000' 2>&1 | tail -20
 fi
