@@ -17,7 +17,9 @@ for l in open(sys.argv[1]):
     except Exception: continue
     x=r.get("extra",{})
     rounds = [round(v, 3) for v in x.get("ratio_rounds", [])]
-    print(f'{r["system"]:8} {r["workload"]:24} {r["iops"]:>12.0f} IOPS {r["gbps"]:7.3f} GB/s ratio_to_raw {x.get("ratio_to_raw","-")} rounds {rounds} speedup {x.get("speedup_vs_perfile","-")}')
+    same = [round(v, 3) for v in x.get("ratio_rounds_same_span", [])]
+    span = r["parameters"].get("span_mib", "")
+    print(f'{r["system"]:8} {r["workload"]:24} {r["iops"]:>12.0f} IOPS {r["gbps"]:7.3f} GB/s ratio_to_raw {x.get("ratio_to_raw","-")} rounds {rounds} same-span {x.get("ratio_to_raw_same_span","-")} {same} span_mib {span} speedup {x.get("speedup_vs_perfile","-")}')
 PY
   rm -f /dev/shm/gofs.img
 done

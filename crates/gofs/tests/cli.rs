@@ -155,39 +155,49 @@ fn bench_alternates_engine_and_raw_rounds_and_reports_their_median() {
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("bench.img");
     let records = small_bench(&img, &["--rounds", "3"]);
-    for (workload, raw) in [
-        ("randread-4k", "randread-4096b"),
-        ("seqread-4k", "seqread-4096b"),
+    // Random reads are also compared with raw reads of the file's footprint (--file-mib 4).
+    for (workload, raw, span, suffix) in [
+        ("randread-4k", "randread-4096b", 0, ""),
+        ("randread-4k", "randread-4096b", 4, "_same_span"),
+        ("seqread-4k", "seqread-4096b", 0, ""),
     ] {
         let rec = records.iter().find(|r| r["workload"] == workload).unwrap();
-        let rounds: Vec<f64> = rec["extra"]["ratio_rounds"]
+        let rounds: Vec<f64> = rec["extra"][format!("ratio_rounds{suffix}")]
             .as_array()
             .unwrap()
             .iter()
             .map(|v| v.as_f64().unwrap())
             .collect();
-        assert_eq!(rounds.len(), 3, "{workload}");
+        assert_eq!(rounds.len(), 3, "{workload}{suffix}");
         let mut sorted = rounds.clone();
         sorted.sort_by(f64::total_cmp);
-        assert_eq!(rec["extra"]["ratio_to_raw"].as_f64().unwrap(), sorted[1]);
-        let raw_rounds: Vec<&serde_json::Value> =
-            records.iter().filter(|r| r["workload"] == raw).collect();
+        let median = rec["extra"][format!("ratio_to_raw{suffix}")].as_f64();
+        assert_eq!(median, Some(sorted[1]), "{workload}{suffix}");
+        let raw_rounds: Vec<&serde_json::Value> = records
+            .iter()
+            .filter(|r| r["workload"] == raw && r["parameters"]["span_mib"] == span)
+            .collect();
         let marks: Vec<u64> = raw_rounds
             .iter()
             .map(|r| r["parameters"]["round"].as_u64().unwrap())
             .collect();
-        assert_eq!(marks, [0, 1, 2], "{raw}");
+        assert_eq!(marks, [0, 1, 2], "{raw} over {span} MiB");
         let mean = raw_rounds
             .iter()
             .map(|r| r["iops"].as_f64().unwrap())
             .sum::<f64>()
             / 3.0;
-        let reported = rec["extra"]["raw_iops"].as_f64().unwrap();
+        let reported = rec["extra"][format!("raw_iops{suffix}")].as_f64().unwrap();
         assert!(
             (reported - mean).abs() <= 1e-9 * mean,
             "{reported} vs {mean}"
         );
     }
+    let seq = records
+        .iter()
+        .find(|r| r["workload"] == "seqread-4k")
+        .unwrap();
+    assert!(seq["extra"].get("ratio_to_raw_same_span").is_none());
     assert!(!img.exists(), "the image is removed unless --keep-image");
     let none = small_bench(&img, &["--no-raw"]);
     assert!(

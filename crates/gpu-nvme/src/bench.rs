@@ -115,6 +115,10 @@ pub struct BenchArgs {
     /// Check every byte read against the pattern (and write the pattern).
     #[arg(long)]
     pub verify: bool,
+    /// Accesses stay within the first this many MiB of the namespace (0: all of it): a
+    /// footprint like that of the file or data set a file system under test reads.
+    #[arg(long, default_value_t = 0)]
+    pub span_mib: u64,
     /// Seconds to run.
     #[arg(long, default_value_t = 5.0)]
     pub duration: f64,
@@ -141,6 +145,14 @@ pub struct BenchArgs {
     /// Emit the common JSON record instead of the table.
     #[arg(long)]
     pub json: bool,
+}
+
+/// The LBAs a run addresses: the namespace's `capacity`, or its first `--span-mib` MiB.
+fn span_lbas(args: &BenchArgs, capacity: u64) -> u64 {
+    match args.span_mib {
+        0 => capacity,
+        mib => capacity.min((mib << 20) / u64::from(args.lba_size.max(1))),
+    }
 }
 
 /// Transfer size from which the copy engines beat the GPU pulling bounce slots (see
@@ -255,8 +267,11 @@ fn run_cpu(args: &BenchArgs, factory: ControllerFactory<'_>) -> Result<Outcome, 
     };
     let dev = NvmeDevice::open(ctrl, config)?;
     let blocks_per_io = args.block_size / args.lba_size;
-    let units = dev.geometry().capacity_blocks() / u64::from(blocks_per_io);
-    check!(units > 0, "the namespace is smaller than one block");
+    let units = span_lbas(args, dev.geometry().capacity_blocks()) / u64::from(blocks_per_io);
+    check!(
+        units > 0,
+        "the namespace (or --span-mib) is smaller than one block"
+    );
     let stop = AtomicBool::new(false);
     let start = Instant::now();
     let results: Vec<Result<(u64, u64, u64, LatencyRecorder), BenchError>> =
@@ -467,6 +482,11 @@ fn run_gpu(args: &BenchArgs, factory: ControllerFactory<'_>) -> Result<Outcome, 
         "--slot-bytes {slot_bytes} cannot hold a {}-byte transfer (and its PRP list past 8 KiB)",
         args.block_size
     );
+    let lbas = span_lbas(args, dev.geometry().capacity_blocks());
+    check!(
+        lbas >= u64::from(blocks_per_io),
+        "the namespace (or --span-mib) is smaller than one block"
+    );
     let queues = dev.create_gpu_queues(&gpu, args.queues, args.queue_depth, slot_bytes)?;
     let options = CompileOptions {
         extra: args.defines.iter().map(|d| format!("-D{d}")).collect(),
@@ -491,7 +511,7 @@ fn run_gpu(args: &BenchArgs, factory: ControllerFactory<'_>) -> Result<Outcome, 
         counters: counters.device_ptr(),
         latency_hist: hist.device_ptr(),
         stop_flag: stop.device_ptr(),
-        lba_count: dev.geometry().capacity_blocks(),
+        lba_count: lbas,
         seed: 0x1234_5678,
         max_ops_per_thread: 0,
         num_queues: u32::from(args.queues),
@@ -672,6 +692,7 @@ pub fn run(
         .param("workers", args.workers as u64)
         .param("null", args.null)
         .param("verify", args.verify)
+        .param("span_mib", args.span_mib)
         .param(
             "gpu_data",
             format!("{:?}", args.gpu_data.resolve(args.block_size)).to_lowercase(),

@@ -490,6 +490,17 @@ fn run_bench(args: &BenchArgs) -> Result<()> {
                         .and_then(|v| v.as_f64())
                         .unwrap_or(0.0)
                 );
+                if let Some(same) = r
+                    .extra
+                    .get("ratio_to_raw_same_span")
+                    .and_then(|v| v.as_f64())
+                {
+                    println!(
+                        "{}: {:.1}% of raw reads confined to the file's footprint (median)",
+                        r.workload,
+                        same * 100.0
+                    );
+                }
             }
         }
     }
