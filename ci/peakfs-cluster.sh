@@ -99,9 +99,10 @@ host() {
   ip -n "$ns" link set eth0 up
   ip -n "$ns" link set lo up
 }
-# wait_line FILE: the address of the first "listening on ADDR" line of FILE (10 s at most).
+# wait_line FILE [SECONDS]: the address of the first "listening on ADDR" line of FILE (10 s
+# at most unless SECONDS says otherwise).
 wait_line() {
-  for _ in $(seq 200); do
+  for _ in $(seq $((${2:-10} * 20))); do
     local l
     l=$(grep -m1 'listening on' "$1" 2>/dev/null || true)
     [[ -n "$l" ]] && { echo "${l##* }"; return 0; }
@@ -140,7 +141,11 @@ for ((i = 0; i < SERVERS; i++)); do
     ${PEAKFS_SPIN_US:+--spin-us "$PEAKFS_SPIN_US"} ${PEAKFS_BACKEND:+--backend "$PEAKFS_BACKEND"} \
     ${PEAKFS_CONTROLLER_WORKERS:+--controller-workers "$PEAKFS_CONTROLLER_WORKERS"}
 done
-for ((i = 0; i < SERVERS; i++)); do wait_line "$WORK/s$i.out" >/dev/null; done
+# A server formats (or recovers) its zones before it listens, and the mmap backend maps its
+# whole data file first: allow 10 s plus 3 s per GiB of data.
+for ((i = 0; i < SERVERS; i++)); do
+  wait_line "$WORK/s$i.out" $((10 + 3 * ${PEAKFS_DATA_MIB:-1024} / 1024)) >/dev/null
+done
 
 SPAWN=
 if ((NETNS)); then
