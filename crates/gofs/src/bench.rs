@@ -379,25 +379,17 @@ fn large_file(
     let seconds = Duration::from_secs_f64(args.seconds.max(0.0));
     let rounds = args.rounds.max(1);
     // Whole passes over the file until `seconds` have passed.
-    let mut seq = |bad: &mut u64| {
-        reads_for(posix, fd, "seqread-4k", seconds, blocks, bad, |k| {
+    out.push(against_raw(rounds, raw, Pattern::Seq, &mut || {
+        reads_for(posix, fd, "seqread-4k", seconds, blocks, &mut bad, |k| {
             k % blocks
         })
-    };
-    out.push(against_raw(rounds, raw, Pattern::Seq, &mut bad, &mut seq)?);
+    })?);
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
-    let mut random = |bad: &mut u64| {
-        reads_for(posix, fd, "randread-4k", seconds, 1024, bad, |_| {
+    out.push(against_raw(rounds, raw, Pattern::Rand, &mut || {
+        reads_for(posix, fd, "randread-4k", seconds, 1024, &mut bad, |_| {
             rng.below(blocks)
         })
-    };
-    out.push(against_raw(
-        rounds,
-        raw,
-        Pattern::Rand,
-        &mut bad,
-        &mut random,
-    )?);
+    })?);
     let n = args.random_ops;
     out.push(timed("randwrite-4k", n, n * BLOCK as u64, |lat| {
         for _ in 0..n {
@@ -423,8 +415,7 @@ fn against_raw(
     rounds: usize,
     raw: &mut RawRuns<'_>,
     pattern: Pattern,
-    bad: &mut u64,
-    engine: &mut dyn FnMut(&mut u64) -> Result<Sample, BenchError>,
+    engine: &mut dyn FnMut() -> Result<Sample, BenchError>,
 ) -> Result<Sample, BenchError> {
     let mut total: Option<Sample> = None;
     let (mut pairs, mut span_pairs) = (Vec::new(), Vec::new());
@@ -435,7 +426,7 @@ fn against_raw(
         } else {
             None
         };
-        let sample = engine(bad)?;
+        let sample = engine()?;
         if !raw_first {
             raw_iops = raw.run(pattern, round)?;
         }
@@ -716,18 +707,10 @@ fn raw_record(
         defines: Vec::new(),
         json: args.json,
     };
-    let image = args.image.clone();
-    let factory = move |b: &gpu_nvme::bench::BenchArgs,
-                        _gpu: Option<&gpu_nvme::cuda::Gpu>,
-                        queues: u16|
-          -> Result<Arc<dyn Controller>, gpu_nvme::bench::BenchError> {
-        let mut config = FileControllerConfig::new(&image);
-        config.lba_size = b.lba_size;
-        config.workers = b.workers;
-        config.backend = backend;
-        config.max_io_queues = queues;
-        Ok(FileController::new(config)?)
-    };
+    let factory =
+        |b: &gpu_nvme::bench::BenchArgs, gpu: Option<&gpu_nvme::cuda::Gpu>, queues: u16| {
+            gpu_nvme::bench::file_controller(&args.image, backend, b, gpu, queues)
+        };
     let (mut record, _notes) = gpu_nvme::bench::run(&raw, "gpu-nvme", &factory)?;
     record
         .parameters

@@ -430,11 +430,11 @@ impl Fs {
     pub fn read(&self, ino: Ino, offset: u64, buf: &mut [u8]) -> Result<usize> {
         self.shared
             .ranges
-            .with(ino, |node| self.read_locked(ino, node, offset, buf))?
+            .with(ino, |node| self.read_inode(ino, node, offset, buf))?
     }
 
     /// [`read`](Self::read) of `ino`, whose shared state is `node`.
-    fn read_locked(
+    fn read_inode(
         &self,
         ino: Ino,
         node: &range_locks::InodeShared,

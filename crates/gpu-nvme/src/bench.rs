@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::controller::{Controller, ControllerError};
+use crate::controller::{
+    Controller, ControllerError, FileBackend, FileController, FileControllerConfig,
+};
 use crate::cuda::{CompileOptions, DeviceBuffer, Gpu, KernelArg, LaunchDims, PinnedBuffer};
 use crate::device::{DeviceConfig, NvmeDevice};
 use crate::kernels::{NVME_BENCH, NVME_HEADERS};
@@ -147,12 +149,38 @@ pub struct BenchArgs {
     pub json: bool,
 }
 
-/// The LBAs a run addresses: the namespace's `capacity`, or its first `--span-mib` MiB.
-fn span_lbas(args: &BenchArgs, capacity: u64) -> u64 {
-    match args.span_mib {
+/// The LBAs a run addresses: the namespace's `capacity`, or its first `--span-mib` MiB; at
+/// least one command's `blocks_per_io`.
+fn span_lbas(args: &BenchArgs, capacity: u64, blocks_per_io: u32) -> Result<u64, BenchError> {
+    let lbas = match args.span_mib {
         0 => capacity,
         mib => capacity.min((mib << 20) / u64::from(args.lba_size.max(1))),
-    }
+    };
+    check!(
+        lbas >= u64::from(blocks_per_io),
+        "the namespace (or --span-mib) is smaller than one block"
+    );
+    Ok(lbas)
+}
+
+/// The file-backed controller over `path` that a run of `args` needs (`queues` I/O queues,
+/// `args.workers` threads, the null data path with `--null`, GPU copies with `gpu`): what
+/// `nvme-bench --controller file:PATH` measures.
+pub fn file_controller(
+    path: &std::path::Path,
+    backend: FileBackend,
+    args: &BenchArgs,
+    gpu: Option<&Gpu>,
+    queues: u16,
+) -> Result<Arc<dyn Controller>, BenchError> {
+    let mut config = FileControllerConfig::new(path);
+    config.lba_size = args.lba_size;
+    config.workers = args.workers;
+    config.backend = backend;
+    config.null_data = args.null;
+    config.max_io_queues = queues;
+    config.gpu = gpu.cloned();
+    Ok(FileController::new(config)?)
 }
 
 /// Transfer size from which the copy engines beat the GPU pulling bounce slots (see
@@ -267,11 +295,8 @@ fn run_cpu(args: &BenchArgs, factory: ControllerFactory<'_>) -> Result<Outcome, 
     };
     let dev = NvmeDevice::open(ctrl, config)?;
     let blocks_per_io = args.block_size / args.lba_size;
-    let units = span_lbas(args, dev.geometry().capacity_blocks()) / u64::from(blocks_per_io);
-    check!(
-        units > 0,
-        "the namespace (or --span-mib) is smaller than one block"
-    );
+    let units = span_lbas(args, dev.geometry().capacity_blocks(), blocks_per_io)?
+        / u64::from(blocks_per_io);
     let stop = AtomicBool::new(false);
     let start = Instant::now();
     let results: Vec<Result<(u64, u64, u64, LatencyRecorder), BenchError>> =
@@ -482,11 +507,7 @@ fn run_gpu(args: &BenchArgs, factory: ControllerFactory<'_>) -> Result<Outcome, 
         "--slot-bytes {slot_bytes} cannot hold a {}-byte transfer (and its PRP list past 8 KiB)",
         args.block_size
     );
-    let lbas = span_lbas(args, dev.geometry().capacity_blocks());
-    check!(
-        lbas >= u64::from(blocks_per_io),
-        "the namespace (or --span-mib) is smaller than one block"
-    );
+    let lbas = span_lbas(args, dev.geometry().capacity_blocks(), blocks_per_io)?;
     let queues = dev.create_gpu_queues(&gpu, args.queues, args.queue_depth, slot_bytes)?;
     let options = CompileOptions {
         extra: args.defines.iter().map(|d| format!("-D{d}")).collect(),

@@ -1,10 +1,8 @@
 //! `nvme-bench --span-mib`: a run's accesses stay within the first MiB it names.
 
-use std::sync::Arc;
-
 use clap::Parser;
-use gpu_nvme::bench::{self, BenchArgs, BenchError};
-use gpu_nvme::controller::{Controller, FileBackend, FileController, FileControllerConfig};
+use gpu_nvme::bench::{self, BenchArgs};
+use gpu_nvme::controller::FileBackend;
 use gpu_nvme::cuda::Gpu;
 
 #[derive(Debug, Parser)]
@@ -44,17 +42,8 @@ fn random_writes_with_a_span_touch_only_that_span() {
         "1",
     ])
     .bench;
-    let image = path.clone();
-    let factory = move |b: &BenchArgs,
-                        _gpu: Option<&Gpu>,
-                        queues: u16|
-          -> Result<Arc<dyn Controller>, BenchError> {
-        let mut c = FileControllerConfig::new(&image);
-        c.lba_size = b.lba_size;
-        c.workers = b.workers;
-        c.backend = FileBackend::Psync;
-        c.max_io_queues = queues;
-        Ok(FileController::new(c)?)
+    let factory = |b: &BenchArgs, gpu: Option<&Gpu>, queues: u16| {
+        bench::file_controller(&path, FileBackend::Psync, b, gpu, queues)
     };
     let (record, _) = bench::run(&args, "gpu-nvme", &factory).unwrap();
     assert!(record.ops > 100, "{} writes", record.ops);

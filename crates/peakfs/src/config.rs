@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use gpu_nvme::controller::FileBackend;
 use serde::Deserialize;
 
 use crate::placement::{DEFAULT_BLOCK_SIZE, Hint, Layout};
@@ -108,30 +109,6 @@ pub enum ControllerKind {
     Swarmio,
 }
 
-/// How the file controller reaches the data file or device (`gpu_nvme`'s `FileBackend`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum DataBackend {
-    /// io_uring, one submission per fetched batch (block devices, files on disk).
-    #[default]
-    Uring,
-    /// pread/pwrite.
-    Psync,
-    /// A shared mapping, mapped in full at start: reads and writes are memory copies in the
-    /// controller's thread (a data file on tmpfs; it costs the file's size in memory at once).
-    Mmap,
-}
-
-impl From<DataBackend> for gpu_nvme::controller::FileBackend {
-    fn from(b: DataBackend) -> Self {
-        match b {
-            DataBackend::Uring => Self::Uring,
-            DataBackend::Psync => Self::Psync,
-            DataBackend::Mmap => Self::Mmap,
-        }
-    }
-}
-
 /// A server's settings.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -165,8 +142,12 @@ pub struct ServerConfig {
     pub spin_us: u64,
     /// NVMe controller.
     pub controller: ControllerKind,
-    /// How the file controller reaches the data.
-    pub backend: DataBackend,
+    /// How the file controller reaches the data (TOML: `"uring"`, `"psync"` or `"mmap"`):
+    /// io_uring suits block devices and files on disk; mmap maps the whole file at start and
+    /// copies in the controller's thread (a data file on tmpfs; it costs the file's size in
+    /// memory at once).
+    #[serde(deserialize_with = "deserialize_backend")]
+    pub backend: FileBackend,
     /// Threads of the file controller (each serves every `controller_workers`-th worker's
     /// queue): the device side of the server, like an SSD's own parallelism.
     pub controller_workers: u32,
@@ -189,7 +170,7 @@ impl Default for ServerConfig {
             cpus: Vec::new(),
             spin_us: 50,
             controller: ControllerKind::File,
-            backend: DataBackend::Uring,
+            backend: FileBackend::Uring,
             controller_workers: 1,
             ring_capacity: 4096,
         }
@@ -299,6 +280,13 @@ fn deserialize_cpus<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<usize>
     }
 }
 
+/// `backend` from TOML: a backend name.
+fn deserialize_backend<'de, D: serde::Deserializer<'de>>(d: D) -> Result<FileBackend, D::Error> {
+    String::deserialize(d)?
+        .parse()
+        .map_err(serde::de::Error::custom)
+}
+
 /// Reads a TOML config file into `T`, or the defaults when `path` is `None`.
 pub fn load<T: for<'de> Deserialize<'de> + Default>(path: Option<&Path>) -> Result<T, ConfigError> {
     let Some(path) = path else {
@@ -329,7 +317,7 @@ mod tests {
         .unwrap();
         let c: ServerConfig = load(Some(&p)).unwrap();
         assert_eq!((c.workers, c.controller), (4, ControllerKind::Swarmio));
-        assert_eq!(c.backend, DataBackend::Mmap);
+        assert_eq!(c.backend, FileBackend::Mmap);
         assert_eq!(c.memcpy_threshold, 4096);
         std::fs::write(&p, "wrokers = 4\n").unwrap();
         assert!(matches!(

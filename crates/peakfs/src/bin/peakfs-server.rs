@@ -5,7 +5,8 @@
 use std::path::PathBuf;
 
 use clap::Parser;
-use peakfs::config::{self, ControllerKind, DataBackend, ServerConfig};
+use gpu_nvme::controller::FileBackend;
+use peakfs::config::{self, ControllerKind, ServerConfig};
 use peakfs::server::Server;
 
 /// PeakFS storage server.
@@ -40,8 +41,8 @@ struct Args {
     controller: Option<ControllerKind>,
     /// How the file controller reaches the data: uring (default), psync, or mmap (maps the
     /// whole file at start: for a data file on tmpfs).
-    #[arg(long, value_enum)]
-    backend: Option<DataBackend>,
+    #[arg(long)]
+    backend: Option<FileBackend>,
     /// File controller threads (1..=workers).
     #[arg(long)]
     controller_workers: Option<u32>,

@@ -65,7 +65,7 @@ impl Server {
     /// starts RingSched and the usage reports.
     pub fn start(cfg: &ServerConfig) -> Result<Self, ServerError> {
         cfg.validate()?;
-        let mut storage = Storage::open(cfg, &cfg.data, cfg.data_size)?;
+        let mut storage = Storage::open(cfg)?;
         let transport = TcpTransport::default();
         let listener = transport
             .listen(&cfg.listen)

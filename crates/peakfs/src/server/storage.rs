@@ -6,7 +6,6 @@
 //! Layout in 4 KiB LBAs: LBA 0 is the server superblock (index, cluster shape, zone size); zone
 //! `w` covers `[1 + w * zone_lbas, 1 + (w + 1) * zone_lbas)`.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use gpu_nvme::controller::Controller;
@@ -120,9 +119,10 @@ pub struct Storage {
 
 impl Storage {
     /// Opens the device of `cfg` (its controller, backend and workers): the file controller
-    /// over `path` (created with `size` bytes when it is missing or empty) or a SwarmIO
-    /// emulator of `size` bytes.
-    pub fn open(cfg: &ServerConfig, path: &Path, size: u64) -> Result<Self, StorageError> {
+    /// over `cfg.data` (created with `cfg.data_size` bytes when it is missing or empty) or a
+    /// SwarmIO emulator of `cfg.data_size` bytes.
+    pub fn open(cfg: &ServerConfig) -> Result<Self, StorageError> {
+        let (path, size) = (cfg.data.as_path(), cfg.data_size);
         let queues = cfg.workers.clamp(1, MAX_WORKERS) as u16;
         let ctrl: Arc<dyn Controller> = match cfg.controller {
             ControllerKind::File => {
@@ -144,7 +144,7 @@ impl Storage {
                 let mut fc = FileControllerConfig::new(path);
                 fc.lba_size = LBA;
                 fc.workers = cfg.controller_workers.clamp(1, u32::from(queues)) as usize;
-                fc.backend = cfg.backend.into();
+                fc.backend = cfg.backend;
                 fc.max_io_queues = queues + 1;
                 FileController::new(fc).map_err(|e| StorageError::Device(e.to_string()))?
             }
@@ -307,6 +307,8 @@ fn swarm(size: u64, queues: u16) -> Result<Arc<dyn Controller>, StorageError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gpu_nvme::controller::FileBackend;
+    use std::path::Path;
 
     #[test]
     fn superblock_round_trips_and_rejects_corruption() {
@@ -324,9 +326,11 @@ mod tests {
         assert_eq!(ServerSuper::decode(&[0; 10]), None);
     }
 
-    fn two_workers() -> ServerConfig {
+    fn two_workers(data: &Path) -> ServerConfig {
         ServerConfig {
             workers: 2,
+            data: data.to_path_buf(),
+            data_size: 64 << 20,
             ..Default::default()
         }
     }
@@ -337,13 +341,13 @@ mod tests {
         let path = dir.path().join("data");
         let layout = Layout::new(1, 2, 65536).unwrap();
         {
-            let mut s = Storage::open(&two_workers(), &path, 64 << 20).unwrap();
+            let mut s = Storage::open(&two_workers(&path)).unwrap();
             assert!(s.existing().is_none());
             let mut zones = s.zones(0, &layout, StoreHint::default()).unwrap();
             assert!(zones[0].getattr(ROOT_INO).unwrap().mode & libc::S_IFDIR != 0);
             assert!(zones[1].getattr(ROOT_INO).is_err());
         }
-        let mut s = Storage::open(&two_workers(), &path, 64 << 20).unwrap();
+        let mut s = Storage::open(&two_workers(&path)).unwrap();
         assert_eq!(s.existing().map(|sb| sb.index), Some(0));
         assert!(matches!(
             s.zones(0, &Layout::new(2, 2, 65536).unwrap(), StoreHint::default()),
@@ -358,23 +362,22 @@ mod tests {
 
     #[test]
     fn every_backend_and_controller_thread_count_serves_the_same_data() {
-        use crate::config::DataBackend;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("data");
         let layout = Layout::new(1, 2, 65536).unwrap();
         let data: Vec<u8> = (0..200_000u32).map(|i| (i * 7 % 251) as u8).collect();
         let mut ino = None;
         for (backend, controller_workers) in [
-            (DataBackend::Uring, 1),
-            (DataBackend::Mmap, 2),
-            (DataBackend::Psync, 2),
+            (FileBackend::Uring, 1),
+            (FileBackend::Mmap, 2),
+            (FileBackend::Psync, 2),
         ] {
             let cfg = ServerConfig {
                 backend,
                 controller_workers,
-                ..two_workers()
+                ..two_workers(&path)
             };
-            let mut s = Storage::open(&cfg, &path, 64 << 20).unwrap();
+            let mut s = Storage::open(&cfg).unwrap();
             let mut zones = s.zones(0, &layout, StoreHint::default()).unwrap();
             let z = &mut zones[0];
             let i = match ino {

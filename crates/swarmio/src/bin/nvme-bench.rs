@@ -12,7 +12,7 @@ use anyhow::{Context, Result, bail};
 use clap::Parser;
 use common::bench::{BenchRecord, render_table};
 use gpu_nvme::bench::{self, BenchArgs, BenchError};
-use gpu_nvme::controller::{Controller, FileBackend, FileController, FileControllerConfig};
+use gpu_nvme::controller::{Controller, FileBackend};
 use gpu_nvme::cuda::Gpu;
 use swarmio::bench::{Emulation, run_one};
 
@@ -58,14 +58,7 @@ fn main() -> Result<()> {
                    gpu: Option<&Gpu>,
                    queues: u16|
      -> Result<Arc<dyn Controller>, BenchError> {
-        let mut config = FileControllerConfig::new(&path);
-        config.lba_size = b.lba_size;
-        config.workers = b.workers;
-        config.backend = backend;
-        config.null_data = b.null;
-        config.max_io_queues = queues;
-        config.gpu = gpu.cloned();
-        Ok(FileController::new(config)?)
+        bench::file_controller(&path, backend, b, gpu, queues)
     };
     let (mut record, notes) = bench::run(&args.bench, "gpu-nvme", &factory)?;
     record
