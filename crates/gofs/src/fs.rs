@@ -9,10 +9,12 @@ mod file;
 mod gc;
 mod nat;
 mod ops;
+mod pointer_cache;
 mod range_locks;
 mod readahead;
 mod segment;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -185,7 +187,11 @@ struct Shared {
     /// device commands outside it)
     io: Arc<dyn BlockIo>,
     read_gate: Arc<RwLock<()>>,
+    /// the engine's relocation count (see `fs/pointer_cache.rs`)
+    relocations: Arc<AtomicU64>,
     ranges: range_locks::InodeRanges,
+    /// bytes of all cached data pointers
+    pointer_budget: pointer_cache::Budget,
     /// bytes of all read-ahead windows
     ra_budget: readahead::Budget,
     dcache: dcache::Dcache,
@@ -214,9 +220,11 @@ impl Fs {
         let shared = Arc::new(Shared {
             io: Arc::clone(&e.io),
             read_gate: Arc::clone(&e.read_gate),
+            relocations: Arc::clone(&e.relocations),
             engine: Mutex::new(e),
             ranges: range_locks::InodeRanges::default(),
             ra_budget: readahead::Budget::default(),
+            pointer_budget: pointer_cache::Budget::default(),
             dcache: dcache::Dcache::default(),
             stop: Mutex::new(false),
             wake: Condvar::new(),
@@ -266,6 +274,13 @@ impl Fs {
     /// Checkpoint and Flush.
     pub fn sync(&self) -> Result<()> {
         self.lock().checkpoint(false)
+    }
+
+    /// Cleans one segment now, as F2FS's `F2FS_IOC_GARBAGE_COLLECT` does: the valid blocks of
+    /// the segment with the fewest move to the cold log and a checkpoint frees it. False when
+    /// no segment has both valid and invalid blocks.
+    pub fn collect_garbage(&self) -> Result<bool> {
+        gc::collect_one(&mut self.lock())
     }
 
     /// File-system statistics.
@@ -454,6 +469,9 @@ impl Fs {
             ra.miss(offset, buf.len(), &self.shared.ra_budget)
         };
         let Some(mut fill) = fill else {
+            if let Some(n) = self.read_cached(node, offset, buf)? {
+                return Ok(n);
+            }
             return self.read_planned(ino, node, offset, buf).map(|r| r.0);
         };
         let start = fill.start;
@@ -478,10 +496,58 @@ impl Fs {
         self.read_planned(ino, node, offset, buf).map(|r| r.0)
     }
 
+    /// Reads `buf.len()` bytes at `offset` through the inode's cached data pointers, without
+    /// the engine lock; `None` when the size or an address is not cached at the current
+    /// version. The caller holds the range lock.
+    fn read_cached(
+        &self,
+        node: &range_locks::InodeShared,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<Option<usize>> {
+        // Before the version is read: see `fs/pointer_cache.rs` for why this order is safe.
+        let _gate = self.read_gate();
+        let version = pointer_cache::version(
+            node.data_gen(),
+            self.shared.relocations.load(Ordering::Acquire),
+        );
+        let cache = &node.pointers;
+        let Some(size) = cache.size(version) else {
+            return Ok(None);
+        };
+        if offset >= size || buf.is_empty() {
+            return Ok(Some(0));
+        }
+        let len = (buf.len() as u64).min(size - offset) as usize;
+        let bs = crate::format::BLOCK_SIZE as u64;
+        let first = offset / bs;
+        let last = (offset + len as u64).div_ceil(bs);
+        let addrs = if last - first == 1 {
+            let Some(a) = cache.get(first, version) else {
+                return Ok(None);
+            };
+            file::Addrs::One([a])
+        } else {
+            let Some(v) = (first..last)
+                .map(|i| cache.get(i, version))
+                .collect::<Option<Vec<u32>>>()
+            else {
+                return Ok(None);
+            };
+            file::Addrs::Many(v)
+        };
+        let plan = file::ReadPlan::Blocks {
+            addrs,
+            skip: (offset % bs) as usize,
+            len,
+        };
+        plan.run(self.shared.io.as_ref(), buf).map(Some)
+    }
+
     /// Reads `buf.len()` bytes at `offset` of `ino` through the device: addresses resolved
-    /// under the engine lock, data read without it. Returns the bytes read, the data
-    /// generation at planning time, and whether block data was read (not inline data or
-    /// nothing past the end of the file).
+    /// (and cached in the inode's data pointers) under the engine lock, data read without it.
+    /// Returns the bytes read, the data generation at planning time, and whether block data
+    /// was read (not inline data or nothing past the end of the file).
     fn read_planned(
         &self,
         ino: Ino,
@@ -493,9 +559,20 @@ impl Fs {
             let mut e = self.lock();
             let plan = e.plan_file_read(ino, offset, buf)?;
             let stamp = node.data_gen();
-            if let file::ReadPlan::Done(n) = plan {
-                return Ok((n, stamp, false));
-            }
+            let len = match plan {
+                file::ReadPlan::Done(n) => return Ok((n, stamp, false)),
+                file::ReadPlan::Blocks { len, .. } => len,
+            };
+            let bs = crate::format::BLOCK_SIZE as u64;
+            let version =
+                pointer_cache::version(stamp, self.shared.relocations.load(Ordering::Acquire));
+            e.cache_pointers(
+                ino,
+                (offset / bs, (offset + len as u64).div_ceil(bs)),
+                &node.pointers,
+                version,
+                &self.shared.pointer_budget,
+            )?;
             // Taken while the engine lock is held: segments are freed only by a checkpoint,
             // which holds the engine lock while it waits for the gate, so this never blocks,
             // and no segment holding these addresses is reused until the gate is dropped.
@@ -574,9 +651,8 @@ impl Fs {
         Ok(())
     }
 
-    /// Drops one open reference of `ino`; an unlinked inode goes away with its last one.
     /// Drops one open reference of `ino`; an unlinked inode goes away with its last one, and
-    /// the inode's read-ahead window with its last one in any case.
+    /// the inode's read-ahead window and cached data pointers with its last one in any case.
     pub fn release_inode(&self, ino: Ino) -> Result<()> {
         let mut e = self.lock();
         e.release(ino)?;
@@ -584,6 +660,14 @@ impl Fs {
             drop(e);
             if let Some(node) = self.shared.ranges.get(ino) {
                 node.ra().drop_window(&self.shared.ra_budget);
+                // The whole range: no reader is inside the cache, and no filler (fills run
+                // under a reader's range lock).
+                let (o, n) = range_locks::clamp(0, u64::MAX);
+                let _all = node
+                    .range
+                    .acquire(o, n)
+                    .map_err(|e| FsError::InvalidArgument(e.to_string()))?;
+                node.pointers.clear(&self.shared.pointer_budget);
             }
         }
         Ok(())
@@ -658,6 +742,12 @@ impl Fs {
         st
     }
 
+    /// The block data block `idx` of `ino` lives at now (NULL_ADDR for a hole): for tools and
+    /// tests that inspect images.
+    pub fn data_address(&self, ino: Ino, idx: u64) -> Result<u32> {
+        Ok(self.lock().resolve(ino, idx, 1)?[0])
+    }
+
     /// The block a node (inode, direct or indirect node) lives at now, from the NAT: for
     /// tools and tests that inspect or damage images.
     pub fn node_address(&self, nid: Ino) -> Result<u32> {
@@ -675,9 +765,11 @@ impl Drop for Fs {
 fn periodic_checkpoint(s: &Shared, every: Duration) {
     let mut stop = s.stop.lock().unwrap_or_else(|e| e.into_inner());
     loop {
+        // `_while` checks the flag before it sleeps: a stop set before this thread first
+        // waits must not be slept through.
         let (guard, _) = s
             .wake
-            .wait_timeout(stop, every)
+            .wait_timeout_while(stop, every, |stop| !*stop)
             .unwrap_or_else(|e| e.into_inner());
         stop = guard;
         if *stop {
@@ -687,5 +779,36 @@ fn periodic_checkpoint(s: &Shared, every: Duration) {
         if let Err(err) = e.checkpoint(false) {
             tracing::warn!("periodic checkpoint failed: {err}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::MemBlocks;
+
+    #[test]
+    fn the_last_close_frees_the_files_cached_pointers() {
+        let mem = Arc::new(MemBlocks::new(vec![0u8; 64 << 20]));
+        crate::mkfs::mkfs_io(mem.clone(), &crate::mkfs::MkfsOptions::default()).unwrap();
+        let fs = Fs::mount_io(mem, MountOptions::default()).unwrap();
+        let who = Caller { uid: 0, gid: 0 };
+        let f = fs
+            .create(ROOT_INO, b"f", FileType::Regular, 0o644, 0, who)
+            .unwrap()
+            .ino;
+        fs.write(f, 0, &vec![7u8; 64 << 12]).unwrap();
+        let held = || fs.shared.pointer_budget.held();
+        fs.open_inode(f).unwrap();
+        fs.open_inode(f).unwrap();
+        let mut buf = vec![0u8; 4096];
+        fs.read(f, 5 << 12, &mut buf).unwrap();
+        assert!(held() > 0, "the read cached its pointers");
+        fs.release_inode(f).unwrap();
+        assert!(held() > 0, "still open once");
+        fs.release_inode(f).unwrap();
+        assert_eq!(held(), 0, "the last close freed them");
+        assert_eq!(fs.read(f, 9 << 12, &mut buf).unwrap(), 4096);
+        assert!(buf.iter().all(|&b| b == 7));
     }
 }

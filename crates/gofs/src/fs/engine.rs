@@ -2,6 +2,7 @@
 //! SIT with their journals, cursegs, orphans) and node I/O (papers/gofs.md §3.3, §3.5).
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use super::nat::Nat;
@@ -50,6 +51,9 @@ pub struct Engine {
     /// held shared by reads running without the engine lock; a checkpoint takes it
     /// exclusively before freed segments can be reused, so no such read sees a reused block
     pub read_gate: Arc<RwLock<()>>,
+    /// bumped whenever data blocks change address without their file's range lock (the
+    /// cleaner moving them, an inode's removal): cached data pointers name it in their version
+    pub relocations: Arc<AtomicU64>,
 }
 
 /// The pack start of checkpoint pack `pack`.
@@ -132,6 +136,7 @@ impl Engine {
             read_only,
             dirty: false,
             read_gate: Arc::default(),
+            relocations: Arc::default(),
         })
     }
 
@@ -181,6 +186,7 @@ impl Engine {
             read_only: false,
             dirty: true,
             read_gate: Arc::default(),
+            relocations: Arc::default(),
         })
     }
 
@@ -304,6 +310,12 @@ impl Engine {
             .cache
             .get_mut(&nid)
             .unwrap_or_else(|| unreachable!())
+    }
+
+    /// Records that data blocks changed address outside their file's range lock (before the
+    /// checkpoint that may free the old blocks).
+    pub fn relocated(&self) {
+        self.relocations.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Marks `nid` changed.

@@ -6,6 +6,7 @@
 use std::collections::BTreeSet;
 
 use super::engine::Engine;
+use super::pointer_cache::{self, PointerCache};
 use super::segment::Log;
 use crate::error::{FsError, Result};
 use crate::format::node::{
@@ -340,6 +341,23 @@ impl Engine {
     /// [`Engine::resolve`] of one block (the common 4 KiB read): the same walk, one node per
     /// level, without the per-request sets and vectors of the batched walk.
     fn resolve_one(&mut self, ino: u32, idx: u64) -> Result<u32> {
+        let Some((nid, slot)) = self.locate(ino, idx)? else {
+            return Ok(NULL_ADDR);
+        };
+        let n = self
+            .nat
+            .cache
+            .get(&nid)
+            .ok_or_else(|| corrupt("node cache"))?;
+        let a = node_addr(n, slot);
+        self.check_data_addr(ino, idx, a)?;
+        Ok(a)
+    }
+
+    /// The node (the inode or a direct node, cached on return) holding the address of data
+    /// block `idx` of `ino`, and the slot of the address in it; `None` when a node on the way
+    /// is missing (the block is a hole).
+    fn locate(&mut self, ino: u32, idx: u64) -> Result<Option<(u32, usize)>> {
         let flexible = self.flexible();
         let inode = self.inode(ino)?;
         let api = inode.addrs_per_inode(flexible);
@@ -347,11 +365,7 @@ impl Engine {
             FsError::InvalidArgument(format!("block {idx} past the largest file"))
         })?;
         let (mut nid, offsets, node_ofs, slot) = match p {
-            NodePath::Inode(i) => {
-                let a = inode.i_addr(i);
-                self.check_data_addr(ino, idx, a)?;
-                return Ok(a);
-            }
+            NodePath::Inode(i) => return Ok(Some((ino, i))),
             NodePath::Tree {
                 nid_slot,
                 offsets,
@@ -361,7 +375,7 @@ impl Engine {
         };
         for (level, &want_ofs) in node_ofs.iter().enumerate() {
             if nid == 0 {
-                return Ok(NULL_ADDR);
+                return Ok(None);
             }
             if !self.nat.cache.contains_key(&nid) {
                 self.load_nodes(ino, &BTreeSet::from([nid]))?;
@@ -377,15 +391,64 @@ impl Engine {
                     n.ofs()
                 )));
             }
-            if let Some(&o) = offsets.get(level) {
-                nid = n.slot(o);
-            } else {
-                let a = n.slot(slot);
-                self.check_data_addr(ino, idx, a)?;
-                return Ok(a);
+            match offsets.get(level) {
+                Some(&o) => nid = n.slot(o),
+                None => return Ok(Some((nid, slot))),
             }
         }
         Err(corrupt(format!("node path of block {idx} of inode {ino}")))
+    }
+
+    /// Caches in `cache`, at `version`, the size of `ino` and the data pointers of blocks
+    /// `first..last` (a read just resolved them), one [`pointer_cache::CHUNK`] at a time: for
+    /// each chunk the read touches, every address of that chunk in the same node as the
+    /// read's first block there. Holes and addresses outside the main area stay uncached.
+    pub fn cache_pointers(
+        &mut self,
+        ino: u32,
+        (first, last): (u64, u64),
+        cache: &PointerCache,
+        version: u64,
+        budget: &pointer_cache::Budget,
+    ) -> Result<()> {
+        let flexible = self.flexible();
+        let inode = self.inode(ino)?;
+        let size = inode.size();
+        let api = inode.addrs_per_inode(flexible) as u64;
+        let chunk = pointer_cache::CHUNK as u64;
+        let mut idx = first;
+        while idx < last {
+            let chunk_end = (idx - idx % chunk + chunk).min(pointer_cache::MAX_BLOCKS);
+            let Some((nid, slot)) = self.locate(ino, idx)? else {
+                idx += 1;
+                continue;
+            };
+            let n = self
+                .nat
+                .cache
+                .get(&nid)
+                .ok_or_else(|| corrupt("node cache"))?;
+            let per_node = if n.is_inode() {
+                api
+            } else {
+                ADDRS_PER_BLOCK as u64
+            };
+            let node_first = idx - slot as u64;
+            let lo = (idx - idx % chunk).max(node_first);
+            let hi = chunk_end.min(node_first + per_node);
+            let mut addrs = [NULL_ADDR; pointer_cache::CHUNK];
+            for (k, i) in (lo..hi).enumerate() {
+                let a = node_addr(n, (i - node_first) as usize);
+                if a != NEW_ADDR && self.sb.in_main(a) {
+                    addrs[k] = a;
+                }
+            }
+            if !cache.fill(version, size, lo, &addrs[..(hi - lo) as usize], budget) {
+                break;
+            }
+            idx = chunk_end.max(idx + 1);
+        }
+        Ok(())
     }
 
     /// Refuses a data address of block `idx` of `ino` outside the main area.
@@ -798,6 +861,8 @@ impl Engine {
 
     /// Frees an inode and everything it owns.
     pub fn remove_inode(&mut self, ino: u32) -> Result<()> {
+        // First, so that even a removal that fails half-way leaves no cached pointer valid.
+        self.relocated();
         let n = self.inode(ino)?;
         let inline = n.inline_flags() & F2FS_INLINE_DATA != 0;
         // Device files keep their device number in i_addr: they own no blocks.

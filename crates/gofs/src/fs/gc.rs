@@ -40,6 +40,17 @@ pub fn collect(e: &mut Engine, want: usize) -> Result<()> {
     Ok(())
 }
 
+/// Moves the valid blocks of one victim (the greedy choice) and checkpoints so it becomes
+/// free; false when there is no victim.
+pub fn collect_one(e: &mut Engine) -> Result<bool> {
+    let Some(victim) = pick_victim(e) else {
+        return Ok(false);
+    };
+    move_segment(e, victim)?;
+    e.checkpoint(true)?;
+    Ok(true)
+}
+
 /// The non-log, non-empty segment with the fewest valid blocks (not full).
 fn pick_victim(e: &Engine) -> Option<u32> {
     (0..e.segs.main_segs())
@@ -57,6 +68,10 @@ fn move_segment(e: &mut Engine, segno: u32) -> Result<()> {
     )?;
     let sum = SummaryBlock::parse(&ssa, JournalKind::Raw)?;
     let is_node = e.segs.sit[segno as usize].seg_type >= 3;
+    if !is_node {
+        // First, so that even a move that fails half-way leaves no cached pointer valid.
+        e.relocated();
+    }
     let start = e.sb.seg_start(segno);
     for off in 0..BLOCKS_PER_SEG {
         if !e.segs.is_valid(segno, off) {

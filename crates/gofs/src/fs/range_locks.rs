@@ -2,8 +2,8 @@
 //! write holds `common::range_lock::RangeLock` on its byte range of the file instead of an
 //! inode-wide mutex, so requests on disjoint ranges of one file do not wait for each other
 //! while overlapping ones are ordered first come, first served. The same per-inode entry
-//! carries the inode's read-ahead window and data generation, so a read finds all three with
-//! one lookup.
+//! carries the inode's read-ahead window, data generation and cached data pointers, so a read
+//! finds them all with one lookup.
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use common::range_lock::RangeLock;
 
 use super::nat::NidHasher;
+use super::pointer_cache::PointerCache;
 use super::readahead::ReadAhead;
 use crate::error::{FsError, Result};
 
@@ -30,6 +31,8 @@ pub struct InodeShared {
     data_gen: AtomicU64,
     /// the read-ahead window
     ra: Mutex<ReadAhead>,
+    /// data pointers resolved by earlier reads
+    pub pointers: PointerCache,
 }
 
 impl InodeShared {
@@ -103,6 +106,7 @@ impl InodeRanges {
                 .map_err(|e| FsError::InvalidArgument(format!("range lock: {e}")))?,
             data_gen: AtomicU64::new(0),
             ra: Mutex::default(),
+            pointers: PointerCache::default(),
         });
         m.insert(ino, Arc::clone(&l));
         Ok(l)
