@@ -1,6 +1,7 @@
 //! The GoFS host engine (papers/gofs.md §3): a POSIX file system on F2FS's on-disk format,
 //! reached only through NVMe queues.
 
+mod budget;
 mod checkpoint;
 mod dcache;
 mod dir;

@@ -312,11 +312,7 @@ impl Engine {
                 if nid == 0 || d != level {
                     continue;
                 }
-                let n = self
-                    .nat
-                    .cache
-                    .get(&nid)
-                    .ok_or_else(|| corrupt("node cache"))?;
+                let n = self.nat.cached(nid)?;
                 if n.ofs() != node_ofs[level] {
                     return Err(corrupt(format!(
                         "node {nid} of inode {ino} has offset {}, expected {}",
@@ -344,11 +340,7 @@ impl Engine {
         let Some((nid, slot)) = self.locate(ino, idx)? else {
             return Ok(NULL_ADDR);
         };
-        let n = self
-            .nat
-            .cache
-            .get(&nid)
-            .ok_or_else(|| corrupt("node cache"))?;
+        let n = self.nat.cached(nid)?;
         let a = node_addr(n, slot);
         self.check_data_addr(ino, idx, a)?;
         Ok(a)
@@ -380,11 +372,7 @@ impl Engine {
             if !self.nat.cache.contains_key(&nid) {
                 self.load_nodes(ino, &BTreeSet::from([nid]))?;
             }
-            let n = self
-                .nat
-                .cache
-                .get(&nid)
-                .ok_or_else(|| corrupt("node cache"))?;
+            let n = self.nat.cached(nid)?;
             if n.ofs() != want_ofs {
                 return Err(corrupt(format!(
                     "node {nid} of inode {ino} has offset {}, expected {want_ofs}",
@@ -423,11 +411,7 @@ impl Engine {
                 idx += 1;
                 continue;
             };
-            let n = self
-                .nat
-                .cache
-                .get(&nid)
-                .ok_or_else(|| corrupt("node cache"))?;
+            let n = self.nat.cached(nid)?;
             let per_node = if n.is_inode() {
                 api
             } else {

@@ -74,6 +74,13 @@ impl Nat {
             .ok_or_else(|| FsError::Corrupt(format!("node id {nid} past the NAT")))
     }
 
+    /// The cached node `nid` (callers load it first).
+    pub fn cached(&self, nid: u32) -> Result<&Node> {
+        self.cache
+            .get(&nid)
+            .ok_or_else(|| FsError::Corrupt(format!("node {nid} missing from the node cache")))
+    }
+
     /// Changes the entry of `nid`.
     pub fn set(&mut self, nid: u32, e: NatEntry) {
         if let Some(x) = self.entries.get_mut(nid as usize) {

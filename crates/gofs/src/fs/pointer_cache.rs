@@ -25,7 +25,7 @@
 //! the file's whole-range lock, so no reader is left holding them.
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering, fence};
 
 use crate::format::NULL_ADDR;
 
@@ -49,28 +49,7 @@ pub fn version(data_gen: u64, relocations: u64) -> u64 {
 }
 
 /// Bytes held by the caches of all files (against [`BUDGET`]).
-#[derive(Debug, Default)]
-pub struct Budget(AtomicUsize);
-
-impl Budget {
-    fn take(&self, bytes: usize) -> bool {
-        self.0
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
-                held.checked_add(bytes).filter(|&h| h <= BUDGET)
-            })
-            .is_ok()
-    }
-
-    fn give(&self, bytes: usize) {
-        self.0.fetch_sub(bytes, Ordering::AcqRel);
-    }
-
-    /// Bytes held now.
-    #[cfg(test)]
-    pub fn held(&self) -> usize {
-        self.0.load(Ordering::Acquire)
-    }
-}
+pub type Budget = super::budget::Budget<BUDGET>;
 
 #[derive(Debug)]
 struct Chunk {

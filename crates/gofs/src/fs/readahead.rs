@@ -12,8 +12,6 @@
 //! differs: the window is not used) or wholly after the read. A new inode bumps its
 //! generation too, so a window of a freed inode number never serves its next file.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use crate::format::BLOCK_SIZE;
 
 /// Blocks of the first window (128 KiB).
@@ -27,30 +25,7 @@ pub const BUDGET: usize = 64 << 20;
 pub type Stamp = u64;
 
 /// Bytes held by the windows of all inodes (against [`BUDGET`]).
-#[derive(Debug, Default)]
-pub struct Budget(AtomicUsize);
-
-impl Budget {
-    /// Takes `bytes` of the budget; false (nothing taken) when it would overflow.
-    fn take(&self, bytes: usize) -> bool {
-        self.0
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
-                held.checked_add(bytes).filter(|&h| h <= BUDGET)
-            })
-            .is_ok()
-    }
-
-    /// Gives `bytes` back.
-    fn give(&self, bytes: usize) {
-        self.0.fetch_sub(bytes, Ordering::AcqRel);
-    }
-
-    /// Bytes held now.
-    #[cfg(test)]
-    pub fn held(&self) -> usize {
-        self.0.load(Ordering::Acquire)
-    }
-}
+pub type Budget = super::budget::Budget<BUDGET>;
 
 /// The read-ahead state of one inode.
 #[derive(Debug, Default)]
