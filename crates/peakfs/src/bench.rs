@@ -86,6 +86,10 @@ pub struct BenchConfig {
     /// processes on different (namespace) hosts; empty: plain child processes.
     #[serde(default)]
     pub spawn_prefix: String,
+    /// The workers' private directories go where their names hash to instead of next to the
+    /// worker serving each process ([`ClientOptions::dirs_near_client`] off).
+    #[serde(default)]
+    pub spread_dirs: bool,
 }
 
 /// What one worker measured in one phase.
@@ -143,6 +147,7 @@ impl Worker {
         let opts = ClientOptions {
             // 10× the N-N transfer size (§IV-B "read-ahead ... 10 times transfer size").
             read_ahead: 10 * NN_XFER,
+            dirs_near_client: !cfg.spread_dirs,
             ..ClientOptions::default()
         };
         let mut client = Client::connect(&cfg.master, opts)?;

@@ -9,8 +9,17 @@
 //!
 //! Metadata (§III-C1, "Metadata distribution based on directory sizes"):
 //! - a **regular directory** `d` keeps the dentries of all its children, and the inodes of its
-//!   sub-files, on the slice of its own inode (`λ = home(d)`); the inode of a sub-directory is
-//!   placed by `λ = hash(d, name)`, and the dentry in `d` holds its ino;
+//!   sub-files, on the slice of its own inode (`λ = home(d)`); the inode of a sub-directory
+//!   goes to server `hash(d, name) mod servers`, as in the paper, and there to the worker that
+//!   serves the creating client's connection (MKINODE `near`, the default), or to the worker
+//!   `hash(d, name)` names (`ClientOptions::dirs_near_client` off); the dentry in `d` holds
+//!   its ino, so nothing needs to recompute the choice. Placing it near its creator is a
+//!   choice of ours, not the paper's: a directory is mostly used by the client that made it
+//!   (mdtest's per-process directories, per-rank output directories), and then every
+//!   operation on its children runs to completion on the communicating thread that receives
+//!   it, without the hop to another worker and back (§III-B counts two forwards for a request
+//!   whose slice is elsewhere). Many directories made by one client for many others pile up
+//!   on one worker per server; such trees want the hash (`--spread-dirs`) or bigdirs;
 //! - a **bigdir** `b` shards each child (dentry and inode together) by `λ = hash(b, name)`.
 //!
 //! Data (§III-C1, "Data distribution based on sharing modes"):

@@ -16,8 +16,9 @@
 //! that span slices as ordered steps, each ordered so that an interrupted sequence leaves a
 //! link count too high (a leak) rather than an entry naming a freed inode:
 //!
-//! - **mkdir** in a regular directory: MKINODE at `hash(pino, name)`, then LINK at
-//!   `home(pino)` (RMINODE undoes the inode if the LINK fails). In a bigdir: one CREATE.
+//! - **mkdir** in a regular directory: MKINODE at `hash(pino, name)` (with `near`, the inode
+//!   goes to the worker that receives it: see [`Request::MkInode`]), then LINK at `home(pino)`
+//!   (RMINODE undoes the inode if the LINK fails). In a bigdir: one CREATE.
 //! - **hard link** `ino` as `(pino, name)`: LINK with `new_link` when the entry's slice holds
 //!   the inode (one transaction); otherwise SETATTR `nlink_delta: +1` at `home(ino)`, then
 //!   LINK (undone with RMINODE if it fails).
@@ -472,7 +473,9 @@ pub enum Request<'a> {
         /// Name.
         name: &'a [u8],
     },
-    /// [`op::MKINODE`]: reply [`Reply::Attr`].
+    /// [`op::MKINODE`]: reply [`Reply::Attr`]. The inode goes to the slice of λ's worker, or
+    /// with `near` to the slice of the communicating thread that receives the request on
+    /// server `λ mod servers` ([`Request::runs_on_receiver`]).
     MkInode {
         /// Type and permissions.
         mode: u32,
@@ -482,6 +485,8 @@ pub enum Request<'a> {
         gid: u32,
         /// Hints.
         hint: Hint,
+        /// Place the inode on the receiving worker's slice instead of λ's worker's.
+        near: bool,
     },
     /// [`op::LINK`]: reply [`Reply::Removed`] (the replaced entry, with `replace`). A
     /// directory's entry raises the parent's link count when the parent's inode is here.
@@ -610,6 +615,18 @@ pub enum Request<'a> {
 }
 
 impl<'a> Request<'a> {
+    /// Whether the request with `opcode` and `payload` runs on the slice of the communicating
+    /// thread that receives it rather than on λ's worker: a MKINODE with `near` (λ still picks
+    /// the server). Looks at MKINODE payloads only; a payload that does not decode runs where
+    /// λ says, which answers it with the decoding error.
+    pub fn runs_on_receiver(opcode: Opcode, payload: &[u8]) -> bool {
+        opcode == op::MKINODE
+            && matches!(
+                Request::decode(opcode, payload),
+                Ok((_, Request::MkInode { near: true, .. }))
+            )
+    }
+
     /// The opcode of this request.
     pub fn opcode(&self) -> Opcode {
         match self {
@@ -668,11 +685,13 @@ impl<'a> Request<'a> {
                 uid,
                 gid,
                 hint,
+                near,
             } => {
                 put_u32(w, mode);
                 put_u32(w, uid);
                 put_u32(w, gid);
                 w.push(hint.to_byte());
+                w.push(u8::from(near));
             }
             Request::Link {
                 pino,
@@ -815,6 +834,7 @@ impl<'a> Request<'a> {
                 uid: r.u32("uid")?,
                 gid: r.u32("gid")?,
                 hint: Hint::from_byte(r.u8("hint")?)?,
+                near: r.bool("near")?,
             },
             op::LINK => {
                 let (pino, ino, mode) = (r.u64("pino")?, r.u64("ino")?, r.u32("mode")?);
@@ -1230,7 +1250,7 @@ mod tests {
     enum Owned {
         Lookup(u64, Vec<u8>),
         Create(u64, [u32; 4], Hint, bool, Vec<u8>),
-        MkInode(u32, u32, u32, Hint),
+        MkInode(u32, u32, u32, Hint, bool),
         Link(u64, u64, u32, LinkFlags, Vec<u8>),
         GetAttr(u64),
         SetAttr(u64, SetAttr),
@@ -1262,11 +1282,12 @@ mod tests {
                     excl: *e,
                     name: n,
                 },
-                Owned::MkInode(m, u, g, h) => Request::MkInode {
+                Owned::MkInode(m, u, g, h, near) => Request::MkInode {
                     mode: *m,
                     uid: *u,
                     gid: *g,
                     hint: *h,
+                    near: *near,
                 },
                 Owned::Link(p, i, m, f, n) => Request::Link {
                     pino: *p,
@@ -1384,8 +1405,14 @@ mod tests {
                 name()
             )
                 .prop_map(|(p, a, h, e, n)| Owned::Create(p, a, h, e, n)),
-            (any::<u32>(), any::<u32>(), any::<u32>(), hint())
-                .prop_map(|(m, u, g, h)| Owned::MkInode(m, u, g, h)),
+            (
+                any::<u32>(),
+                any::<u32>(),
+                any::<u32>(),
+                hint(),
+                any::<bool>()
+            )
+                .prop_map(|(m, u, g, h, near)| Owned::MkInode(m, u, g, h, near)),
             (
                 any::<u64>(),
                 any::<u64>(),
@@ -1574,6 +1601,30 @@ mod tests {
         }
         .encode(0);
         assert!(Request::decode(op::WRITE, &write).is_err());
+    }
+
+    #[test]
+    fn only_a_near_mkinode_runs_on_the_receiving_worker() {
+        let mk = |near| Request::MkInode {
+            mode: libc::S_IFDIR | 0o755,
+            uid: 1,
+            gid: 2,
+            hint: Hint::default(),
+            near,
+        };
+        assert!(Request::runs_on_receiver(op::MKINODE, &mk(true).encode(7)));
+        assert!(!Request::runs_on_receiver(
+            op::MKINODE,
+            &mk(false).encode(7)
+        ));
+        // A truncated one runs where λ says, which answers it with the decoding error.
+        let cut = mk(true).encode(7);
+        assert!(!Request::runs_on_receiver(
+            op::MKINODE,
+            &cut[..cut.len() - 1]
+        ));
+        // Same bytes under another opcode: routed by λ.
+        assert!(!Request::runs_on_receiver(op::GETATTR, &mk(true).encode(7)));
     }
 
     proptest! {

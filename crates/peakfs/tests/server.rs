@@ -8,9 +8,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use fabric::{ErrorCode, Header, Opcode, RpcClient, TcpTransport, Transport, TransportError};
+use peakfs::client::{Caller, Client as LibClient, ClientOptions};
 use peakfs::config::{ControllerKind, MasterConfig, ServerConfig};
 use peakfs::master::{MasterHandle, fetch_view};
-use peakfs::placement::{DataDist, Hint, ROOT_INO, home_lambda};
+use peakfs::placement::{DataDist, Hint, Layout, ROOT_INO, home_lambda, name_lambda};
 use peakfs::protocol::{Errno, Fate, RenameFlags, Request, op};
 use peakfs::server::Server;
 use server_support::{Client, DIR, REG, assert_bytes, block_file, default_hint, pattern};
@@ -118,6 +119,75 @@ fn bigdir_files_spread_over_both_servers_and_their_data_reads_back() {
     assert_eq!(cl.lookup(&root, "mdtest.0.3"), Err(Errno::ENOENT));
     assert_eq!(cl.getattr(f.ino), Err(Errno::ENOENT));
     cl.close();
+    for s in c.servers {
+        s.stop().unwrap();
+    }
+    c.master.stop().unwrap();
+}
+
+/// Requests the cluster's workers forwarded to another worker so far.
+fn forwarded(c: &Cluster) -> u64 {
+    c.servers.iter().map(|s| s.usage().forwarded).sum()
+}
+
+#[test]
+fn a_directory_made_near_its_client_serves_that_client_without_a_hop() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = cluster(dir.path(), "dir,block");
+    let v = view(&c);
+    let layout = Layout::new(v.servers_expected, v.workers, v.block_size).unwrap();
+    let mut addrs = vec![String::new(); v.servers.len()];
+    for s in &v.servers {
+        addrs[s.index as usize] = s.data_addr.clone();
+    }
+    let who = Caller { uid: 0, gid: 0 };
+    let mut near =
+        LibClient::with_servers(layout, addrs.clone(), ClientOptions::default()).unwrap();
+    for k in 0..6 {
+        let name = format!("near{k}");
+        let d = near
+            .mkdir_at(ROOT_INO, name.as_bytes(), 0o755, who, None)
+            .unwrap();
+        // The name's hash still picks the server; the worker is the one serving `near` there.
+        assert_eq!(
+            layout.route(home_lambda(d.ino)).server,
+            layout.route(name_lambda(ROOT_INO, name.as_bytes())).server
+        );
+        let before = forwarded(&c);
+        for i in 0..40 {
+            let f = format!("f{i}");
+            let a = near
+                .create_at(d.ino, f.as_bytes(), 0o644, true, who)
+                .unwrap();
+            assert_eq!(near.lookup(d.ino, f.as_bytes()).unwrap().ino, a.ino);
+            assert_eq!(near.getattr(a.ino).unwrap().size, 0);
+        }
+        for i in 0..40 {
+            near.unlink_at(d.ino, format!("f{i}").as_bytes()).unwrap();
+        }
+        assert_eq!(
+            forwarded(&c),
+            before,
+            "metadata of {name} went through another worker"
+        );
+    }
+    // Spread: the inode goes to the worker the name's hash names.
+    let spread = ClientOptions {
+        dirs_near_client: false,
+        ..ClientOptions::default()
+    };
+    let mut far = LibClient::with_servers(layout, addrs, spread).unwrap();
+    for k in 0..6 {
+        let name = format!("far{k}");
+        let d = far
+            .mkdir_at(ROOT_INO, name.as_bytes(), 0o755, who, None)
+            .unwrap();
+        assert_eq!(
+            layout.route(home_lambda(d.ino)),
+            layout.route(name_lambda(ROOT_INO, name.as_bytes()))
+        );
+    }
+    drop((near, far));
     for s in c.servers {
         s.stop().unwrap();
     }

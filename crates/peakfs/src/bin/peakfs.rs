@@ -24,6 +24,10 @@ struct Args {
     /// Hint of new files and directories, e.g. "bigdir,file" (env PEAKFS_DIST).
     #[arg(long, global = true)]
     dist: Option<String>,
+    /// Put new directories on the worker their name hashes to, not on the one serving this
+    /// client (env PEAKFS_SPREAD_DIRS=1).
+    #[arg(long, global = true)]
+    spread_dirs: bool,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -111,6 +115,11 @@ enum Cmd {
     },
 }
 
+/// `--spread-dirs`, or PEAKFS_SPREAD_DIRS=1.
+fn spread_dirs(a: &Args) -> bool {
+    a.spread_dirs || std::env::var("PEAKFS_SPREAD_DIRS").is_ok_and(|v| v == "1")
+}
+
 fn client(a: &Args) -> Result<Client> {
     let dist = a.dist.clone().or_else(|| std::env::var("PEAKFS_DIST").ok());
     let hint = match &dist {
@@ -120,6 +129,7 @@ fn client(a: &Args) -> Result<Client> {
     let opts = ClientOptions {
         timeout: Duration::from_millis(a.timeout_ms),
         hint,
+        dirs_near_client: !spread_dirs(a),
         ..ClientOptions::default()
     };
     Client::connect(&a.master, opts).with_context(|| format!("connecting to {}", a.master))
@@ -193,6 +203,7 @@ fn main() -> Result<()> {
                     .clone()
                     .unwrap_or_else(|| format!("/bench-{}", std::process::id())),
                 spawn_prefix: spawn_prefix.clone(),
+                spread_dirs: spread_dirs(&a),
             };
             let exe = std::env::current_exe().context("locating the peakfs binary")?;
             let records = peakfs::bench::drive(&cfg, &exe, only)?;

@@ -133,6 +133,11 @@ pub struct ClientOptions {
     pub read_ahead: usize,
     /// Hint of new files and directories (default: the parent directory's).
     pub hint: Option<Hint>,
+    /// A new directory in a regular directory gets its inode, and with it its entries and
+    /// files, on the worker that serves this client's connection to the server its name
+    /// hashes to (true, the default: its metadata needs no hop between workers there), or on
+    /// the worker the hash names (false: spread over the workers whoever creates them).
+    pub dirs_near_client: bool,
     /// Owner of files created through the path API.
     pub uid: u32,
     /// Group of files created through the path API.
@@ -151,6 +156,7 @@ impl Default for ClientOptions {
             dentry_ttl: Duration::from_secs(2),
             read_ahead: 1 << 20,
             hint: None,
+            dirs_near_client: true,
             uid,
             gid,
         }
@@ -568,6 +574,7 @@ impl Client {
                 uid: who.uid,
                 gid: who.gid,
                 hint,
+                near: self.opts.dirs_near_client,
             };
             let a = attr_of(op::MKINODE, &self.call(name_lambda(pino, name), &mk)?)?;
             let link = Request::Link {

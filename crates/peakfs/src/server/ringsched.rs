@@ -8,7 +8,10 @@
 //!   worker `i mod T` (link-reduced dispatch), whose fabric poller receives all of that client's
 //!   requests. A request whose λ routes to another worker is forwarded through the SPSC ring of
 //!   that ordered pair of workers; the owner sends the reply back through the reverse ring, and
-//!   the communicating thread sends it to the client.
+//!   the communicating thread sends it to the client. The one exception is a MKINODE with
+//!   `near` ([`Request::runs_on_receiver`]): it runs on the communicating thread's own slice,
+//!   so that a directory a client creates lives on the worker that serves that client, and its
+//!   entries and files need no hop (see [`crate::placement`]).
 //! - Large copies (READ replies of more than `memcpy_threshold` bytes served from the read
 //!   cache) go to a memcpy thread pool through one MPMC queue; the copied replies come back
 //!   through the MPSC queue of the communicating thread.
@@ -593,7 +596,11 @@ impl Worker {
             send_reply(out, conn, id, opc, Err(&f));
             return;
         }
-        let owner = route.worker as usize;
+        let owner = if Request::runs_on_receiver(opc, payload) {
+            self.me
+        } else {
+            route.worker as usize
+        };
         if owner == self.me {
             // Run to completion right here: no copy, no hop.
             let (r, copy) = self.execute(opc, payload);

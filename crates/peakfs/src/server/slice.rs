@@ -390,6 +390,8 @@ impl Slice {
                 uid,
                 gid,
                 hint,
+                // `near` chose the slice (RingSched ran it here); the inode is the same.
+                ..
             } => {
                 let ino = self.store.alloc_ino().map_err(fail)?;
                 let now = now_ns();

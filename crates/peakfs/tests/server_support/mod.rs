@@ -116,6 +116,7 @@ impl Client {
             uid: 0,
             gid: 0,
             hint,
+            near: false,
         };
         let a = self.attr(
             peakfs::protocol::op::MKINODE,
