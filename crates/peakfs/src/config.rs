@@ -153,6 +153,10 @@ pub struct ServerConfig {
     pub controller_workers: u32,
     /// Entries per SPSC / MPMC / MPSC ring.
     pub ring_capacity: usize,
+    /// Most MiB of Icache per worker; a zone whose inode area is smaller caches all of it.
+    /// A metadata request that misses the Icache, or an Icache that writes back often, waits
+    /// for the device on the request path.
+    pub icache_mib: u64,
 }
 
 impl Default for ServerConfig {
@@ -173,6 +177,7 @@ impl Default for ServerConfig {
             backend: FileBackend::Uring,
             controller_workers: 1,
             ring_capacity: 4096,
+            icache_mib: 64,
         }
     }
 }
@@ -213,6 +218,13 @@ impl ServerConfig {
         }
         if let Some(&c) = self.cpus.iter().find(|&&c| c >= MAX_CPU) {
             return bad("cpus", c.to_string(), "cores are numbered below 1024");
+        }
+        if !(1..=1 << 20).contains(&self.icache_mib) {
+            return bad(
+                "icache_mib",
+                self.icache_mib.to_string(),
+                "must be in 1..=2^20",
+            );
         }
         if !(2..=1 << 20).contains(&self.ring_capacity) {
             return bad(
@@ -390,6 +402,11 @@ mod tests {
             ..Default::default()
         };
         assert!(s.validate().unwrap_err().to_string().contains("cpus"));
+        let s = ServerConfig {
+            icache_mib: 0,
+            ..Default::default()
+        };
+        assert!(s.validate().unwrap_err().to_string().contains("icache_mib"));
         assert_eq!(
             ServerConfig::default().master_uri(),
             "http://127.0.0.1:7300"

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use gpu_nvme::controller::file::{FileController, FileControllerConfig};
 use gpu_nvme::device::{DeviceConfig, NvmeDevice};
 use peakfs::pstore::inode::Hint;
+use peakfs::pstore::zone::{Zone, ZoneError};
 use peakfs::pstore::{NewInode, PStore, PStoreConfig, PStoreError, Relink, SetAttr};
 use proptest::prelude::*;
 use pstore_support::{check_pages, small_config, swarm, swarm_queues};
@@ -450,6 +451,41 @@ fn workers_with_their_own_queues_share_a_namespace_in_disjoint_zones() {
     let mut bad = small_config(512);
     bad.queue = Some(2);
     assert!(PStore::open(dev, &bad).is_err(), "queue 2 does not exist");
+}
+
+#[test]
+fn runs_written_together_land_at_their_pages_through_own_and_shared_queues() {
+    let (_c, dev) = swarm_queues(32 << 20, 512, 1);
+    for queue in [Some(0), None] {
+        let zone = Zone::new(dev.clone(), queue, 8, 64 * 8).unwrap();
+        let (a, b, c) = (vec![1u8; 2 * 4096], vec![2u8; 4096], vec![3u8; 3 * 4096]);
+        // Out of order, apart, and more pages than one command each.
+        zone.write_runs(&[(40, &c), (3, &a), (20, &b), (9, &[])])
+            .unwrap();
+        let mut got = vec![0u8; 64 * 4096];
+        zone.read(0, &mut got).unwrap();
+        let page = |p: usize| &got[p * 4096..(p + 1) * 4096];
+        for (p, v) in [(3, 1), (4, 1), (20, 2), (40, 3), (41, 3), (42, 3)] {
+            assert!(page(p).iter().all(|&x| x == v), "page {p} via {queue:?}");
+        }
+        for p in [2, 5, 19, 21, 39, 43] {
+            assert!(
+                page(p).iter().all(|&x| x == 0),
+                "page {p} untouched via {queue:?}"
+            );
+        }
+        // A run past the end refuses the whole call before anything is written.
+        let d = vec![9u8; 4096];
+        assert!(matches!(
+            zone.write_runs(&[(10, &d), (64, &d)]),
+            Err(ZoneError::Range { .. })
+        ));
+        zone.read(10, &mut got[..4096]).unwrap();
+        assert!(got[..4096].iter().all(|&x| x == 0));
+        zone.write(40, &vec![0u8; 3 * 4096]).unwrap();
+        zone.write_runs(&[(3, &[0u8; 2 * 4096]), (20, &[0u8; 4096])])
+            .unwrap();
+    }
 }
 
 #[test]

@@ -46,6 +46,9 @@ struct Args {
     /// File controller threads (1..=workers).
     #[arg(long)]
     controller_workers: Option<u32>,
+    /// Most MiB of inode cache per worker (a smaller inode area is cached whole).
+    #[arg(long)]
+    icache_mib: Option<u64>,
     /// Do not pin workers to cores.
     #[arg(long)]
     no_pin: bool,
@@ -79,7 +82,8 @@ fn main() -> anyhow::Result<()> {
         spin_us,
         controller,
         backend,
-        controller_workers
+        controller_workers,
+        icache_mib
     );
     if a.advertise.is_some() {
         cfg.advertise = a.advertise;

@@ -10,7 +10,9 @@
 //! the same read when a block can be spared for it, since inodes of a directory are allocated
 //! together. A block that holds no inode yet is not read at all ([`Icache::install_empty`]).
 //!
-//! I/O is synchronous here, so *read* and *write* last for the duration of one device call.
+//! I/O is synchronous here, so *read* and *write* last for the duration of one device call;
+//! the blocks of one write-back batch go to the device in one call, their writes in flight
+//! together.
 
 use super::table::U64Map;
 
@@ -20,8 +22,9 @@ pub trait InodeIo {
     type Error;
     /// Reads `buf.len() / page` consecutive inode blocks starting at `block`.
     fn read_blocks(&mut self, block: u64, buf: &mut [u8]) -> Result<(), Self::Error>;
-    /// Writes one inode block (called after [`InodeIo::before_write_back`]).
-    fn write_block(&mut self, block: u64, buf: &[u8]) -> Result<(), Self::Error>;
+    /// Writes inode blocks, each `(block, bytes)` (called after
+    /// [`InodeIo::before_write_back`]); on an error any of them may have been written.
+    fn write_blocks(&mut self, blocks: &[(u64, &[u8])]) -> Result<(), Self::Error>;
     /// Makes the log durable before any inode reaches its home location (the WAL rule).
     fn before_write_back(&mut self) -> Result<(), Self::Error>;
 }
@@ -214,23 +217,34 @@ impl Icache {
             return Ok(());
         }
         io.before_write_back()?;
-        for &i in blocks {
-            let e = &mut self.entries[i as usize];
-            if e.state != State::Dirty {
-                continue;
-            }
-            e.state = State::Write;
-            let r = io.write_block(e.block, &e.data);
-            // A failed write keeps the block dirty, to be retried.
-            e.state = if r.is_ok() {
-                State::Ready
-            } else {
-                State::Dirty
-            };
-            r?;
-            self.dirty -= 1;
-            self.stats.write_backs += 1;
+        let dirty: Vec<u32> = blocks
+            .iter()
+            .copied()
+            .filter(|&i| self.entries[i as usize].state == State::Dirty)
+            .collect();
+        for &i in &dirty {
+            self.entries[i as usize].state = State::Write;
         }
+        let writes: Vec<(u64, &[u8])> = dirty
+            .iter()
+            .map(|&i| {
+                let e = &self.entries[i as usize];
+                (e.block, &e.data[..])
+            })
+            .collect();
+        let r = io.write_blocks(&writes);
+        // A failed batch keeps its blocks dirty, to be retried.
+        let state = if r.is_ok() {
+            State::Ready
+        } else {
+            State::Dirty
+        };
+        for &i in &dirty {
+            self.entries[i as usize].state = state;
+        }
+        r?;
+        self.dirty -= dirty.len();
+        self.stats.write_backs += dirty.len() as u64;
         Ok(())
     }
 
@@ -354,6 +368,10 @@ mod tests {
         writes: Vec<u64>,
         log_synced: bool,
         syncs: usize,
+        /// Calls of `write_blocks`.
+        batches: usize,
+        /// `write_blocks` fails.
+        fail_writes: bool,
     }
 
     impl InodeIo for Mem {
@@ -365,10 +383,16 @@ mod tests {
             }
             Ok(())
         }
-        fn write_block(&mut self, block: u64, buf: &[u8]) -> Result<(), ()> {
+        fn write_blocks(&mut self, blocks: &[(u64, &[u8])]) -> Result<(), ()> {
             assert!(self.log_synced, "inode written before its log");
-            self.writes.push(block);
-            self.blocks[block as usize].copy_from_slice(buf);
+            self.batches += 1;
+            if self.fail_writes {
+                return Err(());
+            }
+            for &(block, buf) in blocks {
+                self.writes.push(block);
+                self.blocks[block as usize].copy_from_slice(buf);
+            }
             Ok(())
         }
         fn before_write_back(&mut self) -> Result<(), ()> {
@@ -427,12 +451,31 @@ mod tests {
             "the fifth dirty block exceeds 4 of 10: back to 2"
         );
         assert_eq!(io.syncs, 1, "one log sync for the batch");
+        assert_eq!(io.batches, 1, "one device call for the batch");
         assert_eq!(c.state_of(0), State::Ready);
         assert_eq!(c.dirty_blocks(), 2);
         c.flush(&mut io).unwrap();
         assert_eq!((c.dirty_blocks(), io.syncs), (0, 2));
         assert_eq!(io.blocks[40][0], 0xEE);
         assert_eq!(io.blocks[40][1], 40);
+    }
+
+    #[test]
+    fn a_failed_write_back_keeps_its_blocks_dirty_until_a_retry_succeeds() {
+        let mut io = zone(100);
+        let mut c = Icache::new(10, 64, 100, 1.0);
+        for blk in [1, 2, 3] {
+            c.write(&mut io, blk, 0, &[0xAB]).unwrap();
+        }
+        io.fail_writes = true;
+        assert!(c.flush(&mut io).is_err());
+        assert_eq!(c.dirty_blocks(), 3);
+        assert!([1, 2, 3].iter().all(|&b| c.state_of(b) == State::Dirty));
+        io.fail_writes = false;
+        c.flush(&mut io).unwrap();
+        assert_eq!((c.dirty_blocks(), c.stats().write_backs), (0, 3));
+        assert_eq!(io.writes, vec![1, 2, 3]);
+        assert_eq!(io.blocks[2][0], 0xAB);
     }
 
     #[test]

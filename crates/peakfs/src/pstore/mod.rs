@@ -57,7 +57,8 @@ use zone::{PAGE, Zone, ZoneError};
 
 const SB_MAGIC: u64 = u64::from_le_bytes(*b"PSTORE01");
 const CKPT_MAGIC: u64 = u64::from_le_bytes(*b"PSTCKPT1");
-const PER_BLOCK: u64 = (PAGE / INODE_BYTES) as u64;
+/// Inodes of one inode block (one Icache block).
+pub const INODES_PER_BLOCK: u64 = (PAGE / INODE_BYTES) as u64;
 /// Checkpoint bytes per dentry, at most (pino, name length, name, value).
 const CKPT_DENTRY: u64 = 8 + 1 + 255 + 8;
 /// Most file blocks one write transaction covers.
@@ -143,8 +144,8 @@ impl PStoreConfig {
             first_lba,
             lbas,
             queue: None,
-            inode_slots: (approx_pages / 16).max(PER_BLOCK),
-            max_dentries: (approx_pages / 16).max(PER_BLOCK),
+            inode_slots: (approx_pages / 16).max(INODES_PER_BLOCK),
+            max_dentries: (approx_pages / 16).max(INODES_PER_BLOCK),
             wal_pages: 256,
             block_pages: 16,
             ino_base: 2,
@@ -267,7 +268,7 @@ impl Superblock {
             ),
             (
                 self.inode_start
-                    .saturating_add(self.inode_slots.div_ceil(PER_BLOCK)),
+                    .saturating_add(self.inode_slots.div_ceil(INODES_PER_BLOCK)),
                 self.data_start,
             ),
             (
@@ -399,9 +400,13 @@ impl InodeIo for MetaIo<'_> {
         Ok(self.zone.read(self.inode_start + block, buf)?)
     }
 
-    fn write_block(&mut self, block: u64, buf: &[u8]) -> Result<(), PStoreError> {
+    fn write_blocks(&mut self, blocks: &[(u64, &[u8])]) -> Result<(), PStoreError> {
         *self.synced = false;
-        Ok(self.zone.write(self.inode_start + block, buf)?)
+        let runs: Vec<(u64, &[u8])> = blocks
+            .iter()
+            .map(|&(block, buf)| (self.inode_start + block, buf))
+            .collect();
+        Ok(self.zone.write_runs(&runs)?)
     }
 
     fn before_write_back(&mut self) -> Result<(), PStoreError> {
@@ -446,8 +451,8 @@ impl PStore {
                 "{cfg:?}: need inode slots, WAL pages and 1..=1024 pages per block"
             )));
         }
-        let inode_slots = cfg.inode_slots.div_ceil(PER_BLOCK) * PER_BLOCK;
-        let inode_pages = inode_slots / PER_BLOCK;
+        let inode_slots = cfg.inode_slots.div_ceil(INODES_PER_BLOCK) * INODES_PER_BLOCK;
+        let inode_pages = inode_slots / INODES_PER_BLOCK;
         // Inode table, orphan list (at most one entry per inode), ...
         let ckpt_bytes = 64
             + inode_slots * 24
@@ -516,7 +521,7 @@ impl PStore {
             icache: Icache::new(
                 cfg.icache_blocks,
                 PAGE,
-                sb.inode_slots / PER_BLOCK,
+                sb.inode_slots / INODES_PER_BLOCK,
                 cfg.dirty_ratio,
             ),
             data: PData::new(sb.data_start, pages, blocks, sb.block_pages),
@@ -834,9 +839,9 @@ impl PStore {
         if slot >= self.sb.inode_slots {
             return Err(PStoreError::Corrupt(format!("inode slot {slot}")));
         }
-        let block = slot / PER_BLOCK;
-        let first = block * PER_BLOCK;
-        let empty = (first..first + PER_BLOCK).all(|s| s == slot || !self.islots.is_used(s));
+        let block = slot / INODES_PER_BLOCK;
+        let first = block * INODES_PER_BLOCK;
+        let empty = (first..first + INODES_PER_BLOCK).all(|s| s == slot || !self.islots.is_used(s));
         let (cache, mut io) = self.meta_io();
         if empty {
             // A fresh block (a new directory's first inodes): nothing on the device to read.
@@ -845,7 +850,7 @@ impl PStore {
         cache.write(
             &mut io,
             block,
-            (slot % PER_BLOCK) as usize * INODE_BYTES,
+            (slot % INODES_PER_BLOCK) as usize * INODE_BYTES,
             image,
         )
     }
@@ -1057,8 +1062,8 @@ impl PStore {
         let (cache, mut io) = self.meta_io();
         cache.read(
             &mut io,
-            slot / PER_BLOCK,
-            (slot % PER_BLOCK) as usize * INODE_BYTES,
+            slot / INODES_PER_BLOCK,
+            (slot % INODES_PER_BLOCK) as usize * INODE_BYTES,
             &mut b,
         )?;
         Inode::decode(&b).map_err(|source| PStoreError::Inode { ino: slot, source })

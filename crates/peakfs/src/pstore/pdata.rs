@@ -89,24 +89,20 @@ impl PData {
         Ok(())
     }
 
-    /// Writes every staged page to the device, consecutive pages in one call. On an error the
-    /// pages stay staged (a later write-out retries them).
+    /// Writes every staged page to the device, consecutive pages as one run, all runs in
+    /// flight together. On an error the pages stay staged (a later write-out retries them).
     pub fn write_out(&mut self, zone: &Zone) -> Result<(), PStoreError> {
-        let mut buf = Vec::new();
-        let mut start = 0;
+        let mut runs: Vec<(u64, Vec<u8>)> = Vec::new();
         for (&p, page) in &self.staged {
-            if !buf.is_empty() && p != start + (buf.len() / PAGE) as u64 {
-                zone.write(start, &buf)?;
-                buf.clear();
+            match runs.last_mut() {
+                Some((start, buf)) if p == *start + (buf.len() / PAGE) as u64 => {
+                    buf.extend_from_slice(page);
+                }
+                _ => runs.push((p, page.to_vec())),
             }
-            if buf.is_empty() {
-                start = p;
-            }
-            buf.extend_from_slice(page);
         }
-        if !buf.is_empty() {
-            zone.write(start, &buf)?;
-        }
+        let runs: Vec<(u64, &[u8])> = runs.iter().map(|(p, b)| (*p, &b[..])).collect();
+        zone.write_runs(&runs)?;
         self.staged.clear();
         Ok(())
     }

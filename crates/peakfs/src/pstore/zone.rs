@@ -63,19 +63,11 @@ pub enum ZoneError {
     },
 }
 
-/// The buffer of a pipelined transfer.
-enum Io<'a> {
-    Read(&'a mut [u8]),
-    Write(&'a [u8]),
-}
-
-impl Io<'_> {
-    fn len(&self) -> usize {
-        match self {
-            Io::Read(b) => b.len(),
-            Io::Write(b) => b.len(),
-        }
-    }
+/// The buffers of a pipelined transfer: one run of pages read, or runs of pages written,
+/// each at its own first LBA.
+enum Io<'a, 'b> {
+    Read(u64, &'a mut [u8]),
+    Write(&'a [(u64, &'b [u8])]),
 }
 
 /// A page-addressed range of a namespace.
@@ -156,39 +148,63 @@ impl Zone {
         }
         let lba = self.lba(page, buf.len())?;
         match self.queue.and_then(|q| self.dev.host_queue(q)) {
-            Some(h) => self.pipelined(h, lba, Io::Read(buf)),
+            Some(h) => self.pipelined(h, Io::Read(lba, buf)),
             None => Ok(self.dev.read_blocks(lba, buf)?),
         }
     }
 
     /// Writes whole pages at `page`.
     pub fn write(&self, page: u64, buf: &[u8]) -> Result<(), ZoneError> {
-        if buf.is_empty() {
-            return Ok(());
+        self.write_runs(&[(page, buf)])
+    }
+
+    /// Writes runs of whole pages, each `(first page, bytes)`, with the commands of all of them
+    /// in flight together: one wait for the device where one run after another would wait
+    /// once per run (an Icache write-back of scattered blocks).
+    pub fn write_runs(&self, runs: &[(u64, &[u8])]) -> Result<(), ZoneError> {
+        let mut by_lba = Vec::with_capacity(runs.len());
+        for &(page, buf) in runs.iter().filter(|(_, b)| !b.is_empty()) {
+            by_lba.push((self.lba(page, buf.len())?, buf));
         }
-        let lba = self.lba(page, buf.len())?;
         match self.queue.and_then(|q| self.dev.host_queue(q)) {
-            Some(h) => self.pipelined(h, lba, Io::Write(buf)),
-            None => Ok(self.dev.write_blocks(lba, buf)?),
+            Some(h) => self.pipelined(h, Io::Write(&by_lba)),
+            None => {
+                for (lba, buf) in by_lba {
+                    self.dev.write_blocks(lba, buf)?;
+                }
+                Ok(())
+            }
         }
     }
 
     /// Moves whole pages through the worker's own queue, one command per page, keeping up to
     /// half the queue depth in flight.
-    fn pipelined(&self, h: HostQueueHandle<'_>, lba: u64, mut io: Io<'_>) -> Result<(), ZoneError> {
-        let pages = io.len() / PAGE;
+    fn pipelined(&self, h: HostQueueHandle<'_>, mut io: Io<'_, '_>) -> Result<(), ZoneError> {
+        // Every page command: its LBA, and its run and page within the run.
+        let pages: Vec<(u64, usize, usize)> = match &io {
+            Io::Read(lba, buf) => (0..buf.len() / PAGE)
+                .map(|i| (lba + i as u64 * self.lbas_per_page, 0, i))
+                .collect(),
+            Io::Write(runs) => runs
+                .iter()
+                .enumerate()
+                .flat_map(|(r, (lba, buf))| {
+                    (0..buf.len() / PAGE).map(move |i| (lba + i as u64 * self.lbas_per_page, r, i))
+                })
+                .collect(),
+        };
         let window = (h.depth() as usize / 2).max(1);
         let per = self.lbas_per_page as u32;
         let mut inflight: VecDeque<(Ticket, usize)> = VecDeque::new();
         let mut next = 0;
         let mut result = Ok(());
-        while (next < pages && result.is_ok()) || !inflight.is_empty() {
-            if next < pages && result.is_ok() && inflight.len() < window {
-                let at = lba + next as u64 * self.lbas_per_page;
+        while (next < pages.len() && result.is_ok()) || !inflight.is_empty() {
+            if next < pages.len() && result.is_ok() && inflight.len() < window {
+                let (at, r, i) = pages[next];
                 let submitted = match &io {
-                    Io::Read(_) => h.submit(false, at, per, false, |_| {}),
-                    Io::Write(b) => h.submit(true, at, per, false, |slot| {
-                        slot.copy_from_slice(&b[next * PAGE..(next + 1) * PAGE]);
+                    Io::Read(..) => h.submit(false, at, per, false, |_| {}),
+                    Io::Write(runs) => h.submit(true, at, per, false, |slot| {
+                        slot.copy_from_slice(&runs[r].1[i * PAGE..(i + 1) * PAGE]);
                     }),
                 };
                 match submitted {
@@ -198,7 +214,7 @@ impl Zone {
                 next += 1;
                 continue;
             }
-            let Some((t, i)) = inflight.pop_front() else {
+            let Some((t, k)) = inflight.pop_front() else {
                 break;
             };
             let deadline = Instant::now() + COMMAND_TIMEOUT;
@@ -214,17 +230,18 @@ impl Zone {
             };
             let Some(cqe) = cqe else {
                 // The slot stays reserved: the command may still land in it.
-                return Err(ZoneError::Timeout(lba + i as u64 * self.lbas_per_page));
+                return Err(ZoneError::Timeout(pages[k].0));
             };
             let status = cqe.status();
             if !status.is_success() {
-                let op = if matches!(io, Io::Read(_)) {
+                let op = if matches!(io, Io::Read(..)) {
                     "read"
                 } else {
                     "write"
                 };
                 result = result.and(Err(DeviceError::Status { op, status }.into()));
-            } else if let Io::Read(b) = &mut io {
+            } else if let Io::Read(_, b) = &mut io {
+                let i = pages[k].2;
                 b[i * PAGE..(i + 1) * PAGE].copy_from_slice(h.slot_data(t, PAGE));
             }
             h.release(t);

@@ -15,12 +15,17 @@ use gpu_nvme::device::{DeviceConfig, NvmeDevice};
 use crate::config::{ControllerKind, ServerConfig};
 use crate::placement::{Layout, ROOT_INO, SLOT_SHIFT};
 use crate::pstore::inode::{Hint as StoreHint, Inode};
-use crate::pstore::{PStore, PStoreConfig, PStoreError};
+use crate::pstore::zone::PAGE;
+use crate::pstore::{INODES_PER_BLOCK, PStore, PStoreConfig, PStoreError};
 
 const LBA: u32 = 4096;
 const SB_MAGIC: u64 = u64::from_le_bytes(*b"PKFSSRV1");
 /// Most workers the superblock and the device queues are sized for.
 pub const MAX_WORKERS: u32 = 256;
+/// Smallest WAL of a zone, in pages (1 MiB).
+const WAL_PAGES_MIN: u64 = 256;
+/// Largest WAL of a zone, in pages (64 MiB).
+const WAL_PAGES_MAX: u64 = 16384;
 
 /// Errors of the server's storage.
 #[derive(Debug, thiserror::Error)]
@@ -115,6 +120,8 @@ impl ServerSuper {
 pub struct Storage {
     dev: Arc<NvmeDevice>,
     existing: Option<ServerSuper>,
+    /// Most Icache bytes per zone (`icache_mib`).
+    icache_bytes: u64,
 }
 
 impl Storage {
@@ -165,6 +172,7 @@ impl Storage {
         Ok(Self {
             existing: ServerSuper::decode(&sb),
             dev,
+            icache_bytes: cfg.icache_mib << 20,
         })
     }
 
@@ -205,7 +213,8 @@ impl Storage {
             }
             return (0..workers)
                 .map(|w| {
-                    PStore::open(self.dev.clone(), &zone_config(&sb, layout, w))
+                    let cfg = zone_config(&sb, layout, w, self.icache_bytes);
+                    PStore::open(self.dev.clone(), &cfg)
                         .map_err(|source| StorageError::Store { zone: w, source })
                 })
                 .collect();
@@ -224,7 +233,8 @@ impl Storage {
         };
         let mut stores = Vec::with_capacity(workers as usize);
         for w in 0..workers {
-            let mut ps = PStore::format(self.dev.clone(), &zone_config(&sb, layout, w))
+            let cfg = zone_config(&sb, layout, w, self.icache_bytes);
+            let mut ps = PStore::format(self.dev.clone(), &cfg)
                 .map_err(|source| StorageError::Store { zone: w, source })?;
             if layout.route(0)
                 == (crate::placement::Route {
@@ -249,13 +259,22 @@ impl Storage {
     }
 }
 
-fn zone_config(sb: &ServerSuper, layout: &Layout, worker: u32) -> PStoreConfig {
+/// The PStore settings of zone `worker`, with at most `icache_bytes` of Icache.
+fn zone_config(sb: &ServerSuper, layout: &Layout, worker: u32, icache_bytes: u64) -> PStoreConfig {
     let mut c = PStoreConfig::new(1 + u64::from(worker) * sb.zone_lbas, sb.zone_lbas);
     c.block_pages = sb.block_size / 4096;
     // Metadata-heavy HPC workloads (§II-A, C2: many small files): one inode per 4 pages.
     let pages = sb.zone_lbas * u64::from(LBA) / 4096;
     c.inode_slots = (pages / 4).max(c.inode_slots);
     c.max_dentries = c.inode_slots;
+    // The whole inode area when it fits the budget (§II-A, C4: memory is plentiful): a
+    // miss is a device read on the request path, and the dirty limit, a share of the
+    // cache, sets how often write-back interrupts it.
+    let inode_blocks = c.inode_slots.div_ceil(INODES_PER_BLOCK);
+    c.icache_blocks = inode_blocks.min(icache_bytes / PAGE as u64).max(1) as usize;
+    // One thirty-second of the zone (1 MiB at least, 64 MiB at most): every time the log
+    // fills, a checkpoint writes all of the zone's tables and dentries.
+    c.wal_pages = (pages / 32).clamp(WAL_PAGES_MIN, WAL_PAGES_MAX);
     // Inos of this slice: its slot in the high bits; sequence 1 of slot 0 is the root.
     c.ino_base = (u64::from(layout.slot(sb.index, worker)) << SLOT_SHIFT) | 2;
     // Each worker drives its own host queue pair (the device has one per worker): the
@@ -324,6 +343,35 @@ mod tests {
         b[9] ^= 1;
         assert_eq!(ServerSuper::decode(&b), None);
         assert_eq!(ServerSuper::decode(&[0; 10]), None);
+    }
+
+    #[test]
+    fn a_zone_caches_its_whole_inode_area_within_the_budget_and_logs_a_32nd_of_itself() {
+        let layout = Layout::new(2, 2, 65536).unwrap();
+        let zone = |mib: u64| ServerSuper {
+            index: 1,
+            servers: 2,
+            workers: 2,
+            block_size: 65536,
+            zone_lbas: (mib << 20) / u64::from(LBA),
+        };
+        // 512 MiB: 32,768 inode slots in 1,024 blocks (4 MiB), all cached; WAL 16 MiB.
+        let c = zone_config(&zone(512), &layout, 1, 64 << 20);
+        assert_eq!(c.inode_slots, 32768);
+        assert_eq!(c.icache_blocks, 1024);
+        assert_eq!(c.wal_pages, 4096);
+        assert_eq!(c.queue, Some(1));
+        // A budget below the inode area caps the cache.
+        assert_eq!(
+            zone_config(&zone(512), &layout, 1, 1 << 20).icache_blocks,
+            256
+        );
+        // The log stays within 1..=64 MiB.
+        assert_eq!(zone_config(&zone(16), &layout, 0, 64 << 20).wal_pages, 256);
+        assert_eq!(
+            zone_config(&zone(4096), &layout, 0, 64 << 20).wal_pages,
+            16384
+        );
     }
 
     fn two_workers(data: &Path) -> ServerConfig {
