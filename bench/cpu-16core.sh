@@ -2,6 +2,9 @@
 # GoFS, PeakFS and cART on the GPU machine's 16 CPU cores (no GPU used), binaries in $BIN.
 # Usage: BIN=gpu-run/bin [PARTS="gofs cart peakfs"] [RUNS="1 2 3"] bash bench/cpu-16core.sh
 # (JSON lines into $OUT or /tmp)
+# PeakFS: one full bench per run; PEAKFS_ONLY="create-empty stat-empty" keeps to those phases
+# (echo always runs), PEAKFS_BASE_BIN=DIR alternates each run with another build (baseline
+# first), PEAKFS_SPREAD_DIRS=1 places new directories by hash as before MKINODE near.
 set -u
 B=${BIN:-gpu-run/bin}; O=${OUT:-/tmp}; PARTS=${PARTS:-gofs cart peakfs}
 nproc; date -u
@@ -36,7 +39,14 @@ if [[ " $PARTS " == *" peakfs "* ]]; then
 # PEAKFS_PIN=split with PEAKFS_CLIENT_CPUS (e.g. 6-15) gives servers and clients separate cores.
 S=${PEAKFS_SERVERS:-4} W=${PEAKFS_SERVER_WORKERS:-4} BE=${PEAKFS_BACKEND:-mmap}
 export TS=${PEAKFS_CLIENT_CPUS:+taskset -c $PEAKFS_CLIENT_CPUS}
+export ONLY=
+for o in ${PEAKFS_ONLY:-}; do ONLY+=" --only $o"; done
 echo "== PeakFS on loopback: master + $S servers x $W workers ($BE backend, pin ${PEAKFS_PIN-none}), 8 client processes ${TS:+($TS)}"
-PEAKFS_BACKEND=$BE PEAKFS_DATA_MIB=8192 PEAKFS_BIN_DIR=$B PEAKFS_SERVER_WORKERS=$W timeout 300 bash ci/peakfs-cluster.sh --servers $S -- \
-  bash -c '$TS $PEAKFS --master $PEAKFS_MASTER bench --procs 8 --files 10000 --ior-mib 64 --echo-ops 100000' 2>&1 | tail -20
+for i in ${RUNS:-1}; do
+  for b in ${PEAKFS_BASE_BIN:-} $B; do
+    echo "-- run $i, binaries $b"
+    PEAKFS_BACKEND=$BE PEAKFS_DATA_MIB=8192 PEAKFS_BIN_DIR=$b PEAKFS_SERVER_WORKERS=$W timeout 300 bash ci/peakfs-cluster.sh --servers $S -- \
+      bash -c '$TS $PEAKFS --master $PEAKFS_MASTER bench --procs 8 --files 10000 --ior-mib 64 --echo-ops 100000 $ONLY' 2>&1 | tail -20
+  done
+done
 fi

@@ -15,9 +15,14 @@
 #                   exec pfs-c1;...": worker r starts in client namespace pfs-c(r mod N);
 #                   empty without --netns)
 # Default CMD: `peakfs bench --procs 4 --files 500 --ior-mib 8`, spread over the clients.
-# Servers run PEAKFS_SERVER_WORKERS (2) workers each, unpinned unless PEAKFS_PIN is set:
+# Servers run PEAKFS_SERVER_WORKERS workers each (default: the host's cores shared out among the
+# servers, at least one: RingSched's workers poll and want cores of their own, and on a host
+# with fewer cores than workers every hop between two workers waits for a turn on a core; 2
+# servers on a 2-core host get 1 worker each), unpinned unless PEAKFS_PIN is set:
 # empty (`PEAKFS_PIN= ci/peakfs-cluster.sh ...`) pins worker w of every server to core w;
-# `split` gives server i its own cores (i*W .. i*W+W-1, W workers each), polling PEAKFS_SPIN_US
+# `split` gives server i its own cores (i*W .. i*W+W-1, W workers each; numbers past the
+# host's last core wrap around, so on a small host the servers' workers share cores evenly
+# instead of going unpinned), polling PEAKFS_SPIN_US
 # (the server's default) microseconds before they sleep, with a data file of
 # PEAKFS_DATA_MIB (1024) MiB each on /dev/shm, reached through PEAKFS_BACKEND (the server's
 # default, uring) by PEAKFS_CONTROLLER_WORKERS (1) file-controller threads.
@@ -126,13 +131,16 @@ run_bg pfs-m "$WORK/master.out" "$WORK/master.log" "$BIN/peakfs-master" --listen
   --servers "$SERVERS" --report-interval-ms 200
 MASTER=$(wait_line "$WORK/master.out")
 
-W=${PEAKFS_SERVER_WORKERS:-2}
+W=${PEAKFS_SERVER_WORKERS:-$(($(nproc) / SERVERS > 1 ? $(nproc) / SERVERS : 1))}
 for ((i = 0; i < SERVERS; i++)); do
   SLISTEN=127.0.0.1:0
   if ((NETNS)); then host "pfs-s$i"; SLISTEN=$IP:7400; fi
   case "${PEAKFS_PIN-unset}" in
     unset) PIN=--no-pin ;;
-    split) PIN="--cpus $((i * W))-$((i * W + W - 1))" ;;
+    split)
+      CPUS=
+      for ((w = 0; w < W; w++)); do CPUS+="${CPUS:+,}$(((i * W + w) % $(nproc)))"; done
+      PIN="--cpus $CPUS" ;;
     *) PIN= ;;
   esac
   # shellcheck disable=SC2086 # PIN is zero, one or two words

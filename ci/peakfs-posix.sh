@@ -22,7 +22,9 @@ if [[ "${1:-}" != --inner ]]; then
     command -v "$tool" >/dev/null || { echo "peakfs-posix: $tool is missing" >&2; exit 2; }
   done
   [[ -e /dev/fuse && $(id -u) == 0 ]] || { echo "peakfs-posix: needs root and /dev/fuse" >&2; exit 2; }
-  export PJDFSTEST
+  # Two workers per server on any host, so that requests also cross workers (RingSched's
+  # forwarding), not only servers.
+  export PJDFSTEST PEAKFS_SERVER_WORKERS=${PEAKFS_SERVER_WORKERS:-2}
   exec "$ROOT/ci/peakfs-cluster.sh" --servers 2 -- "$0" --inner
 fi
 
