@@ -166,6 +166,9 @@ impl Zone {
         for &(page, buf) in runs.iter().filter(|(_, b)| !b.is_empty()) {
             by_lba.push((self.lba(page, buf.len())?, buf));
         }
+        if by_lba.is_empty() {
+            return Ok(());
+        }
         match self.queue.and_then(|q| self.dev.host_queue(q)) {
             Some(h) => self.pipelined(h, Io::Write(&by_lba)),
             None => {
