@@ -16,6 +16,12 @@
 //!   waits for a server thread that went to sleep while the process talked to other servers:
 //!   the ceiling is the best round trip the RPC layer gives. Pipelined echoes go round-robin
 //!   over the servers in bursts, which keeps every server's threads busy;
+//! - `echo-spread`: one in flight, each to the server that the λ of a bigdir entry with the
+//!   same name as the mdtest phases' picks: the load spreads over the servers as the bigdir's
+//!   does (at any moment some servers have several requests waiting and others none), with the
+//!   server cost of an echo. Diagnostic, not a ceiling: bigdir / `echo-spread` is what a bigdir
+//!   operation costs beyond an echo sent the same way (its server work, and the hop to the
+//!   owning worker), `echo-spread` / `echo-sync` what spreading the load costs;
 //! - `mdtest-{create,stat,remove}-{empty,3901}-{private,bigdir}`: `files` files per process,
 //!   empty or 3,901 bytes, in a per-process regular directory or in one shared bigdir;
 //! - `ior-nn-{write,read}`: one file per process (file-based distribution), 256 KiB
@@ -23,6 +29,7 @@
 //! - `ior-n1-{write,read}`: one shared file (I/O-based distribution), 47,008-byte transfers,
 //!   process `r` owns transfers `k·N + r`; reads again read another process's transfers.
 
+use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -31,7 +38,7 @@ use common::bench::{BenchRecord, Engine};
 use serde::{Deserialize, Serialize};
 
 use crate::client::{Client, ClientError, ClientOptions};
-use crate::placement::{DataDist, Hint};
+use crate::placement::{DataDist, Hint, name_lambda};
 
 /// Bytes of an mdtest "small file".
 pub const SMALL_FILE: usize = 3901;
@@ -41,6 +48,8 @@ pub const NN_XFER: usize = 256 << 10;
 pub const N1_XFER: usize = 47_008;
 /// ECHO payload bytes.
 const ECHO_BYTES: usize = 64;
+/// The parent ino `echo-spread` hashes its names under (any fixed ino spreads them alike).
+const BIGDIR_STAND_IN: u64 = 1 << 20;
 
 /// Errors of the benchmark.
 #[derive(Debug, thiserror::Error)]
@@ -119,7 +128,11 @@ fn epoch_ns() -> u128 {
 
 /// The phases of a full run, in order.
 pub fn phases() -> Vec<String> {
-    let mut p = vec!["echo-sync".to_string(), "echo-pipelined".to_string()];
+    let mut p = vec![
+        "echo-sync".to_string(),
+        "echo-pipelined".to_string(),
+        "echo-spread".to_string(),
+    ];
     for place in ["private", "bigdir"] {
         for size in ["empty", "3901"] {
             for op in ["create", "stat", "remove"] {
@@ -159,10 +172,11 @@ impl Worker {
         Ok(Self { cfg, rank, client })
     }
 
-    fn file_path(cfg: &BenchConfig, rank: usize, place: &str, i: usize) -> String {
+    /// The path of file `i` is this prefix followed by `i`.
+    fn file_prefix(cfg: &BenchConfig, rank: usize, place: &str) -> String {
         match place {
-            "private" => format!("{}/p{rank}/f{i}", cfg.root),
-            _ => format!("{}/big/r{rank}.f{i}", cfg.root),
+            "private" => format!("{}/p{rank}/f", cfg.root),
+            _ => format!("{}/big/r{rank}.f", cfg.root),
         }
     }
 
@@ -173,6 +187,22 @@ impl Worker {
         let r = self.rank;
         let parts: Vec<&str> = name.split('-').collect();
         match parts.as_slice() {
+            ["echo", "spread"] => {
+                let payload = [0x5au8; ECHO_BYTES];
+                // The names of this process's bigdir files, as the mdtest phases make them.
+                let path = Self::file_prefix(&self.cfg, r, "bigdir");
+                let prefix = path.rsplit('/').next().unwrap_or_default();
+                let mut name = String::with_capacity(prefix.len() + 20);
+                let layout = *c.layout();
+                for i in 0..self.cfg.echo_ops {
+                    name.clear();
+                    name.push_str(prefix);
+                    let _ = write!(name, "{i}");
+                    let lambda = name_lambda(BIGDIR_STAND_IN, name.as_bytes());
+                    c.echo(layout.route(lambda).server, &payload, 1, 1)?;
+                }
+                Ok((self.cfg.echo_ops, self.cfg.echo_ops * ECHO_BYTES as u64))
+            }
             ["echo", mode] => {
                 let window = if *mode == "sync" {
                     1
@@ -202,12 +232,19 @@ impl Worker {
                 let data = vec![0xa5u8; if *size == "3901" { SMALL_FILE } else { 0 }];
                 let files = self.cfg.files;
                 let mut bytes = 0u64;
+                // One buffer for every path, as mdtest's sprintf into a fixed array: the
+                // harness should not add an allocation per operation that the echo lacks.
+                let prefix = Self::file_prefix(&self.cfg, r, place);
+                let mut path = String::with_capacity(prefix.len() + 20);
                 for i in 0..files {
-                    let path = Self::file_path(&self.cfg, r, place, i);
+                    path.clear();
+                    path.push_str(&prefix);
+                    let _ = write!(path, "{i}");
+                    let path = path.as_str();
                     match *op {
                         "create" => {
                             let fd = c.open(
-                                &path,
+                                path,
                                 libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY,
                                 0o644,
                             )?;
@@ -218,7 +255,7 @@ impl Worker {
                             c.close(fd)?;
                         }
                         "stat" => {
-                            let a = c.stat(&path)?;
+                            let a = c.stat(path)?;
                             if a.size != data.len() as u64 {
                                 return Err(BenchFailure::Worker {
                                     rank: r,
@@ -226,7 +263,7 @@ impl Worker {
                                 });
                             }
                         }
-                        _ => c.unlink(&path)?,
+                        _ => c.unlink(path)?,
                     }
                 }
                 Ok((files as u64, bytes))
@@ -534,7 +571,7 @@ pub fn drive(
         } else {
             b = b.param(
                 "window",
-                if name == "echo-sync" {
+                if name == "echo-sync" || name == "echo-spread" {
                     1
                 } else {
                     cfg.echo_window as u64

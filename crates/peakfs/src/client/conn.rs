@@ -7,7 +7,6 @@
 //! with all its in-flight requests (pending writes fail their file) and reconnected on the
 //! next request to that server.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use fabric::{
@@ -16,6 +15,7 @@ use fabric::{
 
 use crate::placement::Layout;
 use crate::protocol::{Errno, Request};
+use crate::pstore::table::U64Map;
 
 use super::ClientError;
 
@@ -50,8 +50,8 @@ struct WriteState {
 struct Server {
     addr: String,
     rpc: Option<RpcClient<TcpConnection>>,
-    pending: HashMap<u64, Tag>,
-    done: HashMap<u64, Result<Vec<u8>, ClientError>>,
+    pending: U64Map<Tag>,
+    done: U64Map<Result<Vec<u8>, ClientError>>,
 }
 
 /// Connections to every server of a cluster.
@@ -62,9 +62,11 @@ pub struct Conns {
     servers: Vec<Server>,
     window: usize,
     timeout: Duration,
-    writes: HashMap<u64, WriteState>,
+    writes: U64Map<WriteState>,
     /// Requests sent since connecting (RPCs per operation in the benchmark).
     sent: u64,
+    /// Reused buffer for a request's encoded head.
+    head: Vec<u8>,
 }
 
 impl Conns {
@@ -83,14 +85,15 @@ impl Conns {
                 .map(|addr| Server {
                     addr,
                     rpc: None,
-                    pending: HashMap::new(),
-                    done: HashMap::new(),
+                    pending: U64Map::default(),
+                    done: U64Map::default(),
                 })
                 .collect(),
             window: window.max(1),
             timeout,
-            writes: HashMap::new(),
+            writes: U64Map::default(),
             sent: 0,
+            head: Vec::with_capacity(64),
         };
         for s in 0..conns.servers.len() {
             conns.rpc(s as u32)?;
@@ -172,30 +175,42 @@ impl Conns {
 
     /// Waits for one reply from `server` and files it under its tag.
     fn reap(&mut self, server: u32) -> Result<(), ClientError> {
-        let rpc = self.rpc(server)?;
-        let (id, result) = match rpc.next_reply() {
+        self.rpc(server)?;
+        let s = &mut self.servers[server as usize];
+        let Some(rpc) = s.rpc.as_mut() else {
+            return Err(ClientError::Internal("connection vanished"));
+        };
+        let reply = match rpc.next_reply() {
             Ok(frame) => {
                 let id = frame.header.request_id;
-                let result = match frame.error() {
-                    Some(Ok((code, _))) => Err(ClientError::Errno(Errno::from_error_code(code))),
-                    Some(Err(e)) => Err(ClientError::Protocol(e.to_string())),
-                    None => Ok(frame.payload.to_vec()),
-                };
-                (id, result)
+                match s.pending.remove(&id) {
+                    // A reply to nothing we sent: the stream is out of sync, start over.
+                    None => Err(TransportError::Busy {
+                        in_flight: id as usize,
+                    }),
+                    Some(tag) => {
+                        let result = match frame.error() {
+                            Some(Ok((code, _))) => {
+                                Err(ClientError::Errno(Errno::from_error_code(code)))
+                            }
+                            Some(Err(e)) => Err(ClientError::Protocol(e.to_string())),
+                            // Only a waiting caller reads the bytes: no copy for the others.
+                            None if tag == Tag::Sync => Ok(frame.payload.to_vec()),
+                            None => Ok(Vec::new()),
+                        };
+                        Ok((id, tag, result))
+                    }
+                }
             }
-            Err(e) => return Err(self.fail_server(server, e)),
+            Err(e) => Err(e),
         };
-        let Some(tag) = self.servers[server as usize].pending.remove(&id) else {
-            // A reply to nothing we sent: the stream is out of sync, start over.
-            return Err(self.fail_server(
-                server,
-                TransportError::Busy {
-                    in_flight: id as usize,
-                },
-            ));
-        };
-        self.complete(server, id, tag, result);
-        Ok(())
+        match reply {
+            Ok((id, tag, result)) => {
+                self.complete(server, id, tag, result);
+                Ok(())
+            }
+            Err(e) => Err(self.fail_server(server, e)),
+        }
     }
 
     fn submit_tagged(
@@ -215,16 +230,19 @@ impl Conns {
         {
             self.reap(server)?;
         }
-        let mut head = Vec::with_capacity(64);
+        let mut head = std::mem::take(&mut self.head);
+        head.clear();
         req.encode_head(lambda, &mut head);
         let data: &[u8] = match req {
             // Zero copy: the caller's bytes go out as their own slice (writev).
             Request::Write { data, .. } => data,
             _ => &[],
         };
-        let rpc = self.rpc(server)?;
-        let sent = rpc.submit(req.opcode(), &[&head, data]);
-        let id = match sent {
+        let sent = self
+            .rpc(server)
+            .map(|rpc| rpc.submit(req.opcode(), &[&head, data]));
+        self.head = head;
+        let id = match sent? {
             Ok(id) => id,
             Err(e) => return Err(self.fail_server(server, e)),
         };

@@ -9,18 +9,25 @@
 //! operations then fail with ENOENT at the server once it is gone). Files are never cached.
 
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 use std::time::{Duration, Instant};
 
 use crate::protocol::Attr;
+use crate::pstore::table::{U64Hasher, U64Map};
 
 /// Most entries kept; the cache is cleared when full (directories are few, §III-C2).
 const MAX_ENTRIES: usize = 65_536;
+
+/// The cached sub-directories of one directory: name → attributes and expiry.
+type Names = HashMap<Box<[u8]>, (Attr, Instant), BuildHasherDefault<U64Hasher>>;
 
 /// Cached directory dentries: (parent ino, name) → the child directory's attributes.
 #[derive(Debug)]
 pub struct DentryCache {
     ttl: Duration,
-    map: HashMap<(u64, Vec<u8>), (Attr, Instant)>,
+    /// By parent, then by name: a lookup borrows the name (path resolution allocates nothing).
+    dirs: U64Map<Names>,
+    len: usize,
 }
 
 impl DentryCache {
@@ -28,17 +35,17 @@ impl DentryCache {
     pub fn new(ttl: Duration) -> Self {
         Self {
             ttl,
-            map: HashMap::new(),
+            dirs: U64Map::default(),
+            len: 0,
         }
     }
 
     /// The cached directory `name` of `pino`, if present and not expired.
     pub fn get(&mut self, pino: u64, name: &[u8]) -> Option<Attr> {
-        let key = (pino, name.to_vec());
-        match self.map.get(&key) {
+        match self.dirs.get(&pino)?.get(name) {
             Some((a, until)) if Instant::now() < *until => Some(*a),
             Some(_) => {
-                self.map.remove(&key);
+                self.remove(pino, name);
                 None
             }
             None => None,
@@ -50,27 +57,45 @@ impl DentryCache {
         if !attr.is_dir() || self.ttl.is_zero() {
             return;
         }
-        if self.map.len() >= MAX_ENTRIES {
-            self.map.clear();
+        if self.len >= MAX_ENTRIES {
+            self.clear();
         }
-        self.map
-            .insert((pino, name.to_vec()), (*attr, Instant::now() + self.ttl));
+        let until = Instant::now() + self.ttl;
+        if self
+            .dirs
+            .entry(pino)
+            .or_default()
+            .insert(name.into(), (*attr, until))
+            .is_none()
+        {
+            self.len += 1;
+        }
     }
 
     /// Drops entry `name` of `pino`.
     pub fn remove(&mut self, pino: u64, name: &[u8]) {
-        self.map.remove(&(pino, name.to_vec()));
+        let Some(names) = self.dirs.get_mut(&pino) else {
+            return;
+        };
+        if names.remove(name).is_some() {
+            self.len -= 1;
+        }
+        if names.is_empty() {
+            self.dirs.remove(&pino);
+        }
     }
 
     /// Drops every entry (a directory moved: paths below it changed).
     pub fn clear(&mut self) {
-        self.map.clear();
+        self.dirs.clear();
+        self.len = 0;
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn dir(ino: u64) -> Attr {
         Attr {
@@ -94,6 +119,54 @@ mod tests {
         assert!(c.get(1, b"f").is_none());
         std::thread::sleep(Duration::from_millis(40));
         assert!(c.get(1, b"d").is_none());
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Put(u64, Vec<u8>, u64),
+        Get(u64, Vec<u8>),
+        Remove(u64, Vec<u8>),
+        Clear,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        // Few parents and short names, so that operations meet the same entries.
+        let name = proptest::collection::vec(b'a'..b'd', 0..3);
+        prop_oneof![
+            4 => (0u64..3, name.clone(), 1u64..100).prop_map(|(p, n, i)| Op::Put(p, n, i)),
+            4 => (0u64..3, name.clone()).prop_map(|(p, n)| Op::Get(p, n)),
+            2 => (0u64..3, name).prop_map(|(p, n)| Op::Remove(p, n)),
+            1 => Just(Op::Clear),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn the_cache_answers_as_a_map_of_parent_and_name(ops in proptest::collection::vec(op(), 1..200)) {
+            let mut c = DentryCache::new(Duration::from_secs(3600));
+            let mut model: HashMap<(u64, Vec<u8>), u64> = HashMap::new();
+            for op in ops {
+                match op {
+                    Op::Put(p, n, ino) => {
+                        c.put(p, &n, &dir(ino));
+                        model.insert((p, n), ino);
+                    }
+                    Op::Get(p, n) => {
+                        prop_assert_eq!(c.get(p, &n).map(|a| a.ino), model.get(&(p, n)).copied());
+                    }
+                    Op::Remove(p, n) => {
+                        c.remove(p, &n);
+                        model.remove(&(p, n));
+                    }
+                    Op::Clear => {
+                        c.clear();
+                        model.clear();
+                    }
+                }
+                prop_assert_eq!(c.len, model.len());
+                prop_assert!(c.dirs.values().all(|names| !names.is_empty()));
+            }
+        }
     }
 
     #[test]

@@ -34,7 +34,7 @@
 pub mod conn;
 pub mod dcache;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::placement::{DataDist, Hint, Layout, ROOT_INO, Route, home_lambda, name_lambda};
@@ -42,6 +42,7 @@ use crate::protocol::{
     Attr, Errno, Fate, LinkFlags, MAX_IO, NAME_MAX, ProtoError, Removed, RenameFlags, Reply,
     Request, SetAttr, StatFs, UnlinkFlags, is_dir_mode, op,
 };
+use crate::pstore::table::{U64Map, U64Set};
 
 use conn::Conns;
 use dcache::DentryCache;
@@ -212,10 +213,10 @@ pub struct Client {
     layout: Layout,
     dcache: DentryCache,
     /// Hints of directories by ino (a directory's hint never changes).
-    hints: HashMap<u64, Hint>,
-    files: HashMap<u64, OpenFile>,
+    hints: U64Map<Hint>,
+    files: U64Map<OpenFile>,
     /// Inodes unlinked while open here (orphans at their home): freed at the last close.
-    orphans: HashSet<u64>,
+    orphans: U64Set,
     next_fd: u64,
 }
 
@@ -305,9 +306,9 @@ impl Client {
             opts,
             conns,
             layout,
-            hints: HashMap::new(),
-            files: HashMap::new(),
-            orphans: HashSet::new(),
+            hints: U64Map::default(),
+            files: U64Map::default(),
+            orphans: U64Set::default(),
             next_fd: 3,
         })
     }
@@ -1324,13 +1325,13 @@ impl Client {
     }
 
     /// The parent directory's ino and the last name of `path`.
-    fn parent(&mut self, path: &str) -> Result<(u64, Vec<u8>)> {
+    fn parent<'p>(&mut self, path: &'p str) -> Result<(u64, &'p [u8])> {
         let comps = components(path)?;
         let Some((last, dirs)) = comps.split_last() else {
             return Err(ClientError::BadPath(path.to_string()));
         };
         let p = self.resolve_dir(dirs)?;
-        Ok((p.ino, last.to_vec()))
+        Ok((p.ino, last))
     }
 
     /// Attributes of `path`.
@@ -1349,33 +1350,33 @@ impl Client {
     pub fn mkdir(&mut self, path: &str, mode: u32, hint: Option<Hint>) -> Result<Attr> {
         let (p, name) = self.parent(path)?;
         let who = self.caller();
-        self.mkdir_at(p, &name, mode, who, hint)
+        self.mkdir_at(p, name, mode, who, hint)
     }
 
     /// Removes empty directory `path`.
     pub fn rmdir(&mut self, path: &str) -> Result<()> {
         let (p, name) = self.parent(path)?;
-        self.rmdir_at(p, &name)
+        self.rmdir_at(p, name)
     }
 
     /// Removes file `path`.
     pub fn unlink(&mut self, path: &str) -> Result<()> {
         let (p, name) = self.parent(path)?;
-        self.unlink_at(p, &name)
+        self.unlink_at(p, name)
     }
 
     /// Renames `from` to `to`.
     pub fn rename(&mut self, from: &str, to: &str) -> Result<()> {
         let (sp, sn) = self.parent(from)?;
         let (dp, dn) = self.parent(to)?;
-        self.rename_at(sp, &sn, dp, &dn)
+        self.rename_at(sp, sn, dp, dn)
     }
 
     /// Adds the name `to` for the file at `from` (a hard link); returns its attributes.
     pub fn link(&mut self, from: &str, to: &str) -> Result<Attr> {
         let a = self.stat(from)?;
         let (p, name) = self.parent(to)?;
-        self.link_at(a.ino, p, &name)
+        self.link_at(a.ino, p, name)
     }
 
     /// Entries of directory `path`.
@@ -1403,9 +1404,9 @@ impl Client {
         let (p, name) = self.parent(path)?;
         if flags & libc::O_CREAT != 0 {
             let who = self.caller();
-            return Ok(self.create_open_at(p, &name, mode, flags, who)?.0);
+            return Ok(self.create_open_at(p, name, mode, flags, who)?.0);
         }
-        let a = self.lookup(p, &name)?;
+        let a = self.lookup(p, name)?;
         if a.is_dir() {
             // Directories need no server-side open state.
             return self.install(&a, flags);

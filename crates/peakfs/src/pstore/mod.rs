@@ -746,17 +746,22 @@ impl PStore {
         if self.tx.is_empty() {
             return Ok(());
         }
-        let tx = std::mem::take(&mut self.tx);
-        self.wal
-            .append(&tx)
-            .map_err(|_| PStoreError::NoSpace("WAL"))?;
-        self.synced = false;
-        for rec in &tx {
-            if let Record::Inode { slot, image } = rec {
-                self.put_inode_image(*slot, image)?;
+        let mut tx = std::mem::take(&mut self.tx);
+        let logged = self.wal.append(&tx);
+        let applied = match logged {
+            Ok(_) => {
+                self.synced = false;
+                tx.iter().try_for_each(|rec| match rec {
+                    Record::Inode { slot, image } => self.put_inode_image(*slot, image),
+                    _ => Ok(()),
+                })
             }
-        }
-        Ok(())
+            Err(_) => Err(PStoreError::NoSpace("WAL")),
+        };
+        // The buffer goes back for the next transaction: one allocation per worker, not per op.
+        tx.clear();
+        self.tx = tx;
+        applied
     }
 
     /// Runs `op` as one transaction of at most `bytes` of records.

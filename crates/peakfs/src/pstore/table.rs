@@ -1,7 +1,7 @@
 //! PMeta's and PData's hashtables (PeakFS §III-C): ino → inode offset, and (ino, file block) →
 //! data pages. Every mutation is logged in the WAL by [`super::PStore`] before it is applied.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
 use common::hash::mix64;
@@ -30,6 +30,9 @@ impl Hasher for U64Hasher {
 
 /// A hash map keyed by `u64` with [`U64Hasher`].
 pub type U64Map<V> = HashMap<u64, V, BuildHasherDefault<U64Hasher>>;
+
+/// A hash set of `u64` with [`U64Hasher`].
+pub type U64Set = HashSet<u64, BuildHasherDefault<U64Hasher>>;
 
 /// A run of consecutive data pages holding one file block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

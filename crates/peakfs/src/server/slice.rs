@@ -7,14 +7,13 @@
 //! changes here: its target's, and the parent directory's when a directory entry changes and
 //! the parent's inode is here.
 
-use std::collections::HashSet;
-
 use crate::placement::{DataDist, Hint};
 use crate::protocol::{
     Attr, DirEntry, Errno, Fate, LinkFlags, MAX_IO, Removed, RenameFlags, Reply, Request, SetAttr,
     StatFs, is_dir_mode,
 };
 use crate::pstore::inode::{DataDistribution, Hint as StoreHint, Inode};
+use crate::pstore::table::U64Set;
 use crate::pstore::{self, NewInode, PStore, PStoreError, Relink};
 
 /// Most entries one READDIR reply carries.
@@ -28,7 +27,7 @@ pub type Failure = (Errno, String);
 pub struct Slice {
     store: PStore,
     /// Directories being removed (rmdir of a bigdir): no new entries here.
-    sealed: HashSet<u64>,
+    sealed: U64Set,
 }
 
 fn fail(e: PStoreError) -> Failure {
@@ -117,7 +116,7 @@ impl Slice {
     pub fn new(store: PStore) -> Self {
         Self {
             store,
-            sealed: HashSet::new(),
+            sealed: U64Set::default(),
         }
     }
 

@@ -1,0 +1,68 @@
+//! `peakfs bench` end to end on a real cluster: the driver starts its worker processes, every
+//! phase runs in all of them, and each record counts what the workers did.
+
+mod client_support;
+
+use client_support::Cluster;
+use peakfs::bench::{BenchConfig, drive};
+
+#[test]
+fn every_phase_counts_the_operations_of_all_processes_at_one_request_each() {
+    let cluster = Cluster::start(2);
+    // The driver waits for the cluster view like any client.
+    drop(cluster.client());
+    let cfg = BenchConfig {
+        master: cluster.master.addr.clone(),
+        procs: 2,
+        files: 40,
+        echo_ops: 300,
+        echo_window: 4,
+        ior_bytes: 0,
+        root: "/bench-test".into(),
+        spawn_prefix: String::new(),
+        spread_dirs: false,
+    };
+    let only = [
+        "create-empty".to_string(),
+        "stat-empty".into(),
+        "remove-empty".into(),
+    ];
+    let records = drive(&cfg, env!("CARGO_BIN_EXE_peakfs").as_ref(), &only).unwrap();
+    let workloads: Vec<&str> = records.iter().map(|r| r.workload.as_str()).collect();
+    assert_eq!(
+        workloads,
+        [
+            "echo-sync",
+            "echo-pipelined",
+            "echo-spread",
+            "mdtest-create-empty-private",
+            "mdtest-stat-empty-private",
+            "mdtest-remove-empty-private",
+            "mdtest-create-empty-bigdir",
+            "mdtest-stat-empty-bigdir",
+            "mdtest-remove-empty-bigdir",
+        ]
+    );
+    for r in &records {
+        let per_proc = if r.workload.starts_with("echo") {
+            cfg.echo_ops
+        } else {
+            cfg.files as u64
+        };
+        assert_eq!(r.ops, per_proc * cfg.procs as u64, "{}", r.workload);
+        // One request per operation; a process's first operation in a directory may look the
+        // directory up first (its dentry cache starts cold).
+        let rpcs = r.extra["rpcs_per_op"].as_f64().unwrap();
+        let warm_up = 2.0 / cfg.files as f64;
+        assert!(
+            (1.0..=1.0 + warm_up).contains(&rpcs),
+            "{}: {rpcs}",
+            r.workload
+        );
+        assert!(
+            r.extra.contains_key("fraction_of_echo_sync"),
+            "{}",
+            r.workload
+        );
+    }
+}
