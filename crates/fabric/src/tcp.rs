@@ -534,6 +534,18 @@ impl Listener for TcpListener {
 
 /// Token of the poller's waker.
 const WAKER: Token = Token(usize::MAX);
+
+/// How far a poller reads a readable connection in one round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ReadUntil {
+    /// Until the socket would block: no event announces bytes that are already there (a
+    /// connection handed over or left in the backlog), nor a close that came with the data.
+    WouldBlock,
+    /// Until a read comes back short (it took everything the socket held): with
+    /// edge-triggered events, Linux raises a new one when the next bytes arrive, so the read
+    /// that would only say "would block" is saved, one system call per request.
+    ShortRead,
+}
 /// Reads per connection and round before the poller moves on to others (fairness).
 const READS_PER_ROUND: usize = 16;
 
@@ -678,8 +690,9 @@ pub struct TcpPoller {
     poll: mio::Poll,
     events: mio::Events,
     conns: Conns,
-    /// Scratch list of this round's ready connections: (index, readable, writable).
-    ready: Vec<(u32, bool, bool)>,
+    /// Scratch list of this round's ready connections: (index, how to read if readable,
+    /// writable).
+    ready: Vec<(u32, Option<ReadUntil>, bool)>,
     handle: PollerHandle<TcpConnection>,
     adopted: Vec<TcpConnection>,
 }
@@ -697,7 +710,7 @@ impl TcpPoller {
                 ..Conns::default()
             },
             ready: Vec::new(),
-            handle: PollerHandle::new(Arc::new(Mutex::new(Vec::new())), waker),
+            handle: PollerHandle::new(Arc::default(), waker),
             adopted: Vec::new(),
         })
     }
@@ -723,6 +736,7 @@ impl TcpPoller {
     fn service_read<F: FnMut(&mut dyn Outbox, Event<'_>)>(
         &mut self,
         index: u32,
+        until: ReadUntil,
         handler: &mut F,
     ) -> usize {
         let id = self.conns.id(index);
@@ -743,6 +757,7 @@ impl TcpPoller {
         let mut recv = mem::take(&mut conn.recv);
         let mut frames = 0;
         let mut reads = 0;
+        let mut emptied = false;
         let outcome: Result<(), Option<TransportError>> = loop {
             match recv.next(max_payload) {
                 Ok(Some((header, range))) => {
@@ -773,6 +788,9 @@ impl TcpPoller {
                 }
                 Err(error) => break Err(Some(error)),
             }
+            if emptied {
+                break Ok(());
+            }
             if reads == READS_PER_ROUND {
                 self.conns.backlog.push(index);
                 break Ok(());
@@ -781,12 +799,17 @@ impl TcpPoller {
             let Some(conn) = self.conns.slots[index as usize].conn.as_mut() else {
                 break Ok(());
             };
-            match conn.stream.read(recv.spare()) {
+            let spare = recv.spare();
+            let room = spare.len();
+            match conn.stream.read(spare) {
                 Ok(0) => {
                     let mid_frame = recv.mid_frame();
                     break Err(mid_frame.then_some(TransportError::Closed { mid_frame }));
                 }
-                Ok(n) => recv.filled(n),
+                Ok(n) => {
+                    emptied = until == ReadUntil::ShortRead && n < room;
+                    recv.filled(n);
+                }
                 Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
                 Err(error) if error.kind() == io::ErrorKind::WouldBlock => break Ok(()),
                 Err(error) => break Err(Some(error.into())),
@@ -920,25 +943,31 @@ impl Poller for TcpPoller {
                 woken = true;
                 continue;
             }
-            let readable = event.is_readable() || event.is_read_closed() || event.is_error();
+            let read = if event.is_read_closed() || event.is_error() {
+                Some(ReadUntil::WouldBlock)
+            } else if event.is_readable() {
+                Some(ReadUntil::ShortRead)
+            } else {
+                None
+            };
             self.ready
-                .push((event.token().0 as u32, readable, event.is_writable()));
+                .push((event.token().0 as u32, read, event.is_writable()));
         }
         if woken {
             count += self.adopt_pending(&mut handler)?;
         }
         let mut backlog = mem::take(&mut self.conns.backlog);
         let ready = mem::take(&mut self.ready);
-        for (index, readable, writable) in backlog
+        for (index, read, writable) in backlog
             .drain(..)
-            .map(|index| (index, true, false))
+            .map(|index| (index, Some(ReadUntil::WouldBlock), false))
             .chain(ready.iter().copied())
         {
             if writable {
                 self.conns.flush(index);
             }
-            if readable {
-                count += self.service_read(index, &mut handler);
+            if let Some(until) = read {
+                count += self.service_read(index, until, &mut handler);
             }
         }
         self.ready = ready;

@@ -10,6 +10,7 @@
 use std::fmt;
 use std::io;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -235,26 +236,49 @@ pub trait Poller: Outbox + Send + fmt::Debug {
     fn connections(&self) -> usize;
 }
 
+/// Connections handed to a poller and not yet registered.
+#[derive(Debug)]
+pub(crate) struct Adoptions<C> {
+    conns: Mutex<Vec<C>>,
+    /// Whether `conns` may hold any: the poller looks here every round and takes the lock only
+    /// when a connection was handed over (no lock on the request path).
+    queued: AtomicBool,
+}
+
+impl<C> Default for Adoptions<C> {
+    fn default() -> Self {
+        Adoptions {
+            conns: Mutex::new(Vec::new()),
+            queued: AtomicBool::new(false),
+        }
+    }
+}
+
 /// Cloneable, `Send` handle to a [`Poller`]: adopt connections into it from an acceptor thread,
 /// or wake it after pushing replies into its rings.
 pub struct PollerHandle<C> {
-    pending: Arc<Mutex<Vec<C>>>,
+    pending: Arc<Adoptions<C>>,
     waker: Arc<mio::Waker>,
 }
 
 impl<C> PollerHandle<C> {
     /// A handle over a poller's adoption queue and waker.
-    pub(crate) fn new(pending: Arc<Mutex<Vec<C>>>, waker: Arc<mio::Waker>) -> Self {
+    pub(crate) fn new(pending: Arc<Adoptions<C>>, waker: Arc<mio::Waker>) -> Self {
         PollerHandle { pending, waker }
     }
 
     /// Hands `conn` to the poller; it registers it in its next round and reports
     /// [`Event::Opened`].
     pub fn adopt(&self, conn: C) -> Result<(), TransportError> {
-        self.pending
+        let mut conns = self
+            .pending
+            .conns
             .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(conn);
+            .unwrap_or_else(PoisonError::into_inner);
+        conns.push(conn);
+        // Set before the wake below, so the woken poller finds the connection.
+        self.pending.queued.store(true, Ordering::Release);
+        drop(conns);
         self.wake()
     }
 
@@ -265,7 +289,16 @@ impl<C> PollerHandle<C> {
 
     /// Moves the connections waiting for adoption into `into`.
     pub(crate) fn take_pending(&self, into: &mut Vec<C>) {
-        into.append(&mut self.pending.lock().unwrap_or_else(PoisonError::into_inner));
+        if !self.pending.queued.load(Ordering::Acquire) {
+            return;
+        }
+        let mut conns = self
+            .pending
+            .conns
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        into.append(&mut conns);
+        self.pending.queued.store(false, Ordering::Release);
     }
 }
 

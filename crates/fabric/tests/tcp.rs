@@ -496,3 +496,50 @@ fn a_client_that_does_not_read_its_replies_is_paused_without_starving_others() {
     }
     drop(flood.join().unwrap());
 }
+
+#[test]
+fn a_peer_close_is_seen_whether_it_comes_with_the_last_request_or_after_its_reply() {
+    // The poller stops reading at a short read and counts on the next edge-triggered event:
+    // a close arriving with the request, or later on its own, must both reach the handler.
+    let transport = TcpTransport::default();
+    let listener = transport.listen("127.0.0.1:0").unwrap();
+    let mut poller = transport.poller().unwrap();
+    for close_with_request in [true, false] {
+        let mut raw = TcpStream::connect(listener.local_addr()).unwrap();
+        poller
+            .register(listener.accept(Some(TIMEOUT)).unwrap().unwrap())
+            .unwrap();
+        let request = raw_frame(Header::request(Opcode::ECHO, 7, 0), b"last");
+        raw.write_all(&request).unwrap();
+        if close_with_request {
+            raw.shutdown(std::net::Shutdown::Write).unwrap();
+        }
+        let (mut answered, mut closed) = (false, false);
+        let mut serve_until = |poller: &mut fabric::TcpPoller,
+                               done: &dyn Fn(bool, bool) -> bool| {
+            let deadline = Instant::now() + TIMEOUT;
+            while !done(answered, closed) && Instant::now() < deadline {
+                poller
+                    .poll(Some(Duration::from_millis(10)), |out, event| match event {
+                        Event::Frame { conn, frame } => {
+                            let header = Header::reply(Opcode::ECHO, frame.header.request_id, 0);
+                            out.send(conn, header, &[frame.payload]).unwrap();
+                            answered = true;
+                        }
+                        Event::Closed { .. } => closed = true,
+                        Event::Opened(_) => {}
+                    })
+                    .unwrap();
+            }
+        };
+        serve_until(&mut poller, &|answered, _| answered);
+        let (header, payload) = read_raw_frame(&mut raw);
+        assert_eq!((header.request_id, payload.as_slice()), (7, &b"last"[..]));
+        if !close_with_request {
+            raw.shutdown(std::net::Shutdown::Write).unwrap();
+        }
+        serve_until(&mut poller, &|_, closed| closed);
+        assert!(closed, "close with the request: {close_with_request}");
+        assert_eq!(poller.connections(), 0);
+    }
+}

@@ -13,7 +13,7 @@ use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::net::{Ipv6Addr, SocketAddr, TcpStream, ToSocketAddrs};
 use std::ops::Range;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rdma_mummy_sys::ibv_sge;
@@ -755,7 +755,7 @@ impl RdmaPoller {
             links: Vec::new(),
             rings: Vec::new(),
             closing: Vec::new(),
-            handle: PollerHandle::new(Arc::new(Mutex::new(Vec::new())), waker),
+            handle: PollerHandle::new(Arc::default(), waker),
             adopted: Vec::new(),
             waker_poll,
             events: mio::Events::with_capacity(4),
