@@ -25,7 +25,9 @@
 # instead of going unpinned), polling PEAKFS_SPIN_US
 # (the server's default) microseconds before they sleep, with a data file of
 # PEAKFS_DATA_MIB (1024) MiB each on /dev/shm, reached through PEAKFS_BACKEND (the server's
-# default, uring) by PEAKFS_CONTROLLER_WORKERS (1) file-controller threads.
+# default, uring) by PEAKFS_CONTROLLER_WORKERS (1) file-controller threads. CMD inherits the
+# environment: PEAKFS_REPLY_POLL_US makes the peakfs client tools poll for each reply that
+# long before they sleep (for client processes with cores of their own).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)

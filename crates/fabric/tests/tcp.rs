@@ -543,3 +543,58 @@ fn a_peer_close_is_seen_whether_it_comes_with_the_last_request_or_after_its_repl
         assert_eq!(poller.connections(), 0);
     }
 }
+
+fn polling_config() -> TcpConfig {
+    TcpConfig {
+        reply_poll: Duration::from_micros(300),
+        ..small_config()
+    }
+}
+
+#[test]
+fn a_client_polling_for_its_replies_gets_them_whole() {
+    let (_, server) = start_server(1);
+    let conn = TcpTransport::new(polling_config())
+        .connect(&server.local_addr().to_string(), TIMEOUT)
+        .unwrap();
+    let mut rpc = RpcClient::new(conn, 4, TIMEOUT);
+    for n in 0..200u32 {
+        assert_echo_works(&mut rpc, &n.to_le_bytes());
+    }
+    // A reply larger than a socket buffer arrives in pieces, some after the poll gave up.
+    let large: Vec<u8> = (0..512 << 10).map(|i| (i % 251) as u8).collect();
+    assert_echo_works(&mut rpc, &large);
+}
+
+#[test]
+fn a_client_polling_for_its_replies_still_times_out_and_sees_a_close() {
+    // The server reads one request and then says nothing: the wait ends at the timeout. It
+    // reads a second one and closes: the wait ends with the close.
+    let listener = StdListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        for _ in 0..2 {
+            read_raw_frame(&mut stream);
+        }
+    });
+    let conn = TcpTransport::new(polling_config())
+        .connect(&addr.to_string(), TIMEOUT)
+        .unwrap();
+    let mut rpc = RpcClient::new(conn, 2, Duration::from_millis(200));
+    let started = Instant::now();
+    let error = rpc
+        .call(Opcode::ECHO, &[b"anyone?"])
+        .expect_err("no reply comes");
+    assert!(matches!(error, TransportError::Timeout(_)), "{error}");
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(200) && waited < Duration::from_secs(3),
+        "{waited:?}"
+    );
+    rpc.submit(Opcode::ECHO, &[b"still there?"]).unwrap();
+    rpc.flush().unwrap();
+    server.join().unwrap();
+    let error = rpc.next_reply().expect_err("the server closed");
+    assert!(matches!(error, TransportError::Closed { .. }), "{error}");
+}

@@ -99,6 +99,10 @@ pub struct BenchConfig {
     /// worker serving each process ([`ClientOptions::dirs_near_client`] off).
     #[serde(default)]
     pub spread_dirs: bool,
+    /// Microseconds a worker process polls for each reply before it sleeps
+    /// ([`ClientOptions::reply_poll`]); echoes and metadata operations alike.
+    #[serde(default)]
+    pub reply_poll_us: u64,
 }
 
 /// What one worker measured in one phase.
@@ -161,6 +165,7 @@ impl Worker {
             // 10× the N-N transfer size (§IV-B "read-ahead ... 10 times transfer size").
             read_ahead: 10 * NN_XFER,
             dirs_near_client: !cfg.spread_dirs,
+            reply_poll: Duration::from_micros(cfg.reply_poll_us),
             ..ClientOptions::default()
         };
         let mut client = Client::connect(&cfg.master, opts)?;
@@ -243,11 +248,8 @@ impl Worker {
                     let path = path.as_str();
                     match *op {
                         "create" => {
-                            let fd = c.open(
-                                path,
-                                libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY,
-                                0o644,
-                            )?;
+                            let fd =
+                                c.open(path, libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY, 0o644)?;
                             if !data.is_empty() {
                                 c.write(fd, &data)?;
                                 bytes += data.len() as u64;
@@ -555,7 +557,8 @@ pub fn drive(
             .duration(r.duration)
             .param("procs", cfg.procs as u64)
             .param("servers", u64::from(setup.layout().servers()))
-            .param("workers_per_server", u64::from(setup.layout().workers()));
+            .param("workers_per_server", u64::from(setup.layout().workers()))
+            .param("reply_poll_us", cfg.reply_poll_us);
         if name.starts_with("mdtest") {
             b = b.param("files_per_proc", cfg.files as u64);
         } else if name.starts_with("ior") {

@@ -21,6 +21,8 @@ fn every_phase_counts_the_operations_of_all_processes_at_one_request_each() {
         root: "/bench-test".into(),
         spawn_prefix: String::new(),
         spread_dirs: false,
+        // The worker processes poll for their replies: the bench runs the same with them.
+        reply_poll_us: 20,
     };
     let only = [
         "create-empty".to_string(),
@@ -59,6 +61,7 @@ fn every_phase_counts_the_operations_of_all_processes_at_one_request_each() {
             "{}: {rpcs}",
             r.workload
         );
+        assert_eq!(r.parameters["reply_poll_us"], 20, "{}", r.workload);
         assert!(
             r.extra.contains_key("fraction_of_echo_sync"),
             "{}",

@@ -28,6 +28,11 @@ struct Args {
     /// client (env PEAKFS_SPREAD_DIRS=1).
     #[arg(long, global = true)]
     spread_dirs: bool,
+    /// Microseconds a wait for a reply polls its connection before it sleeps (env
+    /// PEAKFS_REPLY_POLL_US; default 0: sleep at once). For client processes with cores of
+    /// their own.
+    #[arg(long, global = true)]
+    reply_poll_us: Option<u64>,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -120,6 +125,17 @@ fn spread_dirs(a: &Args) -> bool {
     a.spread_dirs || std::env::var("PEAKFS_SPREAD_DIRS").is_ok_and(|v| v == "1")
 }
 
+/// `--reply-poll-us`, or PEAKFS_REPLY_POLL_US.
+fn reply_poll_us(a: &Args) -> Result<u64> {
+    match (a.reply_poll_us, std::env::var("PEAKFS_REPLY_POLL_US")) {
+        (Some(us), _) => Ok(us),
+        (None, Ok(v)) => v
+            .parse()
+            .with_context(|| format!("bad PEAKFS_REPLY_POLL_US {v:?}")),
+        (None, Err(_)) => Ok(0),
+    }
+}
+
 fn client(a: &Args) -> Result<Client> {
     let dist = a.dist.clone().or_else(|| std::env::var("PEAKFS_DIST").ok());
     let hint = match &dist {
@@ -130,6 +146,7 @@ fn client(a: &Args) -> Result<Client> {
         timeout: Duration::from_millis(a.timeout_ms),
         hint,
         dirs_near_client: !spread_dirs(a),
+        reply_poll: Duration::from_micros(reply_poll_us(a)?),
         ..ClientOptions::default()
     };
     Client::connect(&a.master, opts).with_context(|| format!("connecting to {}", a.master))
@@ -204,6 +221,7 @@ fn main() -> Result<()> {
                     .unwrap_or_else(|| format!("/bench-{}", std::process::id())),
                 spawn_prefix: spawn_prefix.clone(),
                 spread_dirs: spread_dirs(&a),
+                reply_poll_us: reply_poll_us(&a)?,
             };
             let exe = std::env::current_exe().context("locating the peakfs binary")?;
             let records = peakfs::bench::drive(&cfg, &exe, only)?;

@@ -10,7 +10,8 @@
 use std::time::Duration;
 
 use fabric::{
-    Connection, Opcode, RpcClient, TcpConnection, TcpTransport, Transport, TransportError,
+    Connection, Opcode, RpcClient, TcpConfig, TcpConnection, TcpTransport, Transport,
+    TransportError,
 };
 
 use crate::placement::Layout;
@@ -70,16 +71,21 @@ pub struct Conns {
 }
 
 impl Conns {
-    /// Connects to every server (`addrs[i]` is server `i`).
+    /// Connects to every server (`addrs[i]` is server `i`); a reply wait polls the socket for
+    /// `reply_poll` before it sleeps ([`TcpConfig::reply_poll`]).
     pub fn connect(
         layout: Layout,
         addrs: Vec<String>,
         window: usize,
         timeout: Duration,
+        reply_poll: Duration,
     ) -> Result<Self, ClientError> {
         let mut conns = Self {
             layout,
-            transport: TcpTransport::default(),
+            transport: TcpTransport::new(TcpConfig {
+                reply_poll,
+                ..TcpConfig::default()
+            }),
             servers: addrs
                 .into_iter()
                 .map(|addr| Server {

@@ -139,6 +139,10 @@ pub struct ClientOptions {
     /// hashes to (true, the default: its metadata needs no hop between workers there), or on
     /// the worker the hash names (false: spread over the workers whoever creates them).
     pub dirs_near_client: bool,
+    /// How long a wait for a reply polls the connection before it sleeps (zero: sleeps at
+    /// once). Worth it where every client process has a core of its own: the reply then costs
+    /// no wake-up ([`fabric::TcpConfig::reply_poll`]).
+    pub reply_poll: Duration,
     /// Owner of files created through the path API.
     pub uid: u32,
     /// Group of files created through the path API.
@@ -158,6 +162,7 @@ impl Default for ClientOptions {
             read_ahead: 1 << 20,
             hint: None,
             dirs_near_client: true,
+            reply_poll: Duration::ZERO,
             uid,
             gid,
         }
@@ -300,7 +305,7 @@ impl Client {
 
     /// Connects to servers given directly (`addrs[i]` = server i) with layout `layout`.
     pub fn with_servers(layout: Layout, addrs: Vec<String>, opts: ClientOptions) -> Result<Self> {
-        let conns = Conns::connect(layout, addrs, opts.window, opts.timeout)?;
+        let conns = Conns::connect(layout, addrs, opts.window, opts.timeout, opts.reply_poll)?;
         Ok(Self {
             dcache: DentryCache::new(opts.dentry_ttl),
             opts,
