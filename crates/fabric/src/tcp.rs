@@ -600,6 +600,7 @@ enum ReadUntil {
     /// that would only say "would block" is saved, one system call per request.
     ShortRead,
 }
+
 /// Reads per connection and round before the poller moves on to others (fairness).
 const READS_PER_ROUND: usize = 16;
 
