@@ -91,6 +91,20 @@ fn assert_echo_works(rpc: &mut RpcClient<impl Connection>, payload: &[u8]) {
     assert!(reply.header.is_reply());
 }
 
+/// A call to a server that does not answer ends with a timeout after the client's 200 ms.
+fn assert_times_out(rpc: &mut RpcClient<impl Connection>) {
+    let started = Instant::now();
+    let error = rpc
+        .call(Opcode::ECHO, &[b"anyone?"])
+        .expect_err("no reply comes");
+    assert!(matches!(error, TransportError::Timeout(_)), "{error}");
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(200) && waited < Duration::from_secs(3),
+        "{waited:?}"
+    );
+}
+
 fn assert_closed(stream: &mut TcpStream) {
     stream.set_read_timeout(Some(TIMEOUT)).unwrap();
     let mut rest = Vec::new();
@@ -339,16 +353,7 @@ fn a_request_to_a_stalled_server_times_out_instead_of_hanging() {
         .connect(&addr.to_string(), TIMEOUT)
         .unwrap();
     let mut rpc = RpcClient::new(conn, 1, Duration::from_millis(200));
-    let started = Instant::now();
-    let error = rpc
-        .call(Opcode::ECHO, &[b"anyone?"])
-        .expect_err("no reply comes");
-    assert!(matches!(error, TransportError::Timeout(_)), "{error}");
-    let waited = started.elapsed();
-    assert!(
-        waited >= Duration::from_millis(200) && waited < Duration::from_secs(3),
-        "{waited:?}"
-    );
+    assert_times_out(&mut rpc);
     rpc.connection().close().unwrap();
     stalled.join().unwrap();
 }
@@ -582,16 +587,7 @@ fn a_client_polling_for_its_replies_still_times_out_and_sees_a_close() {
         .connect(&addr.to_string(), TIMEOUT)
         .unwrap();
     let mut rpc = RpcClient::new(conn, 2, Duration::from_millis(200));
-    let started = Instant::now();
-    let error = rpc
-        .call(Opcode::ECHO, &[b"anyone?"])
-        .expect_err("no reply comes");
-    assert!(matches!(error, TransportError::Timeout(_)), "{error}");
-    let waited = started.elapsed();
-    assert!(
-        waited >= Duration::from_millis(200) && waited < Duration::from_secs(3),
-        "{waited:?}"
-    );
+    assert_times_out(&mut rpc);
     rpc.submit(Opcode::ECHO, &[b"still there?"]).unwrap();
     rpc.flush().unwrap();
     server.join().unwrap();
