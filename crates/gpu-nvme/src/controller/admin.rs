@@ -74,12 +74,15 @@ pub fn run_admin_queue(
         cqs: HashMap::new(),
     };
     let mut batch = Vec::new();
+    let mut idle_rounds = 0u32;
     while !stop.load(Ordering::Acquire) {
         batch.clear();
         if admin.fetch(&mut batch, 64) == 0 {
-            std::thread::sleep(Duration::from_micros(50));
+            idle_rounds = idle_rounds.saturating_add(1);
+            std::thread::sleep(admin_idle_sleep(idle_rounds));
             continue;
         }
+        idle_rounds = 0;
         for sqe in &batch {
             let (status, dw0) = state.execute(ctrl, sqe);
             while !admin.post(sqe.cid(), status, dw0) {
@@ -91,6 +94,19 @@ pub fn run_admin_queue(
         }
     }
     Ok(())
+}
+
+/// How long the admin thread sleeps after `idle_rounds` empty polls: 50 us while commands came
+/// within the last ~10 ms (set-up sends them in bursts: identify, then queue after queue),
+/// 1 ms after that. Admin commands are rare once queues exist, and a 50 us sleep forever
+/// costs every controller 20,000 wake-ups a second (four PeakFS servers on 16 cores: 0.9 s
+/// of CPU per benchmark run, taken from the cores the request path runs on).
+fn admin_idle_sleep(idle_rounds: u32) -> Duration {
+    if idle_rounds > 200 {
+        Duration::from_millis(1)
+    } else {
+        Duration::from_micros(50)
+    }
 }
 
 fn host_ring(view: &DmaView<'_>, iova: u64, len: usize) -> Result<*const u8, ControllerError> {
@@ -273,5 +289,18 @@ fn identify(ctrl: &dyn Controller, sqe: &SubmissionEntry) -> Status {
     {
         Ok(()) => Status::SUCCESS,
         Err(status) => status,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_admin_thread_polls_often_after_a_command_and_rarely_when_long_idle() {
+        assert_eq!(admin_idle_sleep(1), Duration::from_micros(50));
+        assert_eq!(admin_idle_sleep(200), Duration::from_micros(50));
+        assert_eq!(admin_idle_sleep(201), Duration::from_millis(1));
+        assert_eq!(admin_idle_sleep(u32::MAX), Duration::from_millis(1));
     }
 }
