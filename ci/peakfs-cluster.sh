@@ -27,7 +27,8 @@
 # PEAKFS_DATA_MIB (1024) MiB each on /dev/shm, reached through PEAKFS_BACKEND (the server's
 # default, uring) by PEAKFS_CONTROLLER_WORKERS (1) file-controller threads. CMD inherits the
 # environment: PEAKFS_REPLY_POLL_US makes the peakfs client tools poll for each reply that
-# long before they sleep (for client processes with cores of their own).
+# long before they sleep (for client processes with cores of their own). PEAKFS_KEEP_LOGS=DIR
+# keeps the master's and servers' logs there (RUST_LOG=info: each worker's counters at exit).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -72,6 +73,7 @@ cleanup() {
   if ((rc != 0)); then
     for f in "$WORK"/*.log; do [[ -e $f ]] && { echo "--- $f"; tail -5 "$f"; }; done >&2
   fi
+  if [[ -n ${PEAKFS_KEEP_LOGS:-} ]]; then mkdir -p "$PEAKFS_KEEP_LOGS" && cp "$WORK"/*.log "$PEAKFS_KEEP_LOGS"/ 2>/dev/null || true; fi
   rm -rf "$WORK"
   exit "$rc"
 }
