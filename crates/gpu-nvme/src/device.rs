@@ -429,6 +429,17 @@ impl NvmeDevice {
         self.ctrl.dma().set_host_pass_through(true);
     }
 
+    /// Whether [`enable_direct_host_dma`](Self::enable_direct_host_dma) was called: direct
+    /// reads are possible.
+    pub fn direct_host_dma(&self) -> bool {
+        self.ctrl.dma().host_pass_through()
+    }
+
+    /// Bytes of one host bounce slot: the most one command through a slot moves.
+    pub fn slot_bytes(&self) -> u32 {
+        self.config.slot_bytes
+    }
+
     /// Host I/O queue `index` (for benchmarks that keep many commands in flight).
     pub fn host_queue(&self, index: usize) -> Option<HostQueueHandle<'_>> {
         self.queues
@@ -461,7 +472,11 @@ impl NvmeDevice {
             .iter()
             .map(|q| HostQueueHandle { dev: self, q })
             .collect();
-        read_direct_over(&queues, reqs)
+        let raw: Vec<(u64, *mut u8, usize)> = reqs
+            .iter_mut()
+            .map(|(lba, b)| (*lba, b.as_mut_ptr(), b.len()))
+            .collect();
+        direct_over(&queues, Direction::Read, &raw)
     }
 
     /// Number of host I/O queues.
@@ -638,37 +653,57 @@ impl Drop for NvmeDevice {
 /// Direct reads of every `(first block, buffer)` of `reqs`, request `i` on `queues[i mod n]`, up
 /// to half of each queue's depth in flight on it. Every request is checked before the first is
 /// sent; the first failure is returned after all of them have completed.
-fn read_direct_over(
+/// The way data moves in a direct command.
+#[derive(Clone, Copy)]
+enum Direction {
+    Read,
+    Write,
+}
+
+impl Direction {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Read => "read",
+            Self::Write => "write",
+        }
+    }
+}
+
+/// Direct commands for `reqs` (`(lba, buffer, bytes)`, buffers that the caller keeps
+/// borrowed, mutably for reads, for the whole call), request `i` on queue `i mod queues`, up
+/// to half of each queue's depth in flight; returns once every command has completed.
+fn direct_over(
     queues: &[HostQueueHandle<'_>],
-    reqs: &mut [(u64, &mut [u8])],
+    dir: Direction,
+    reqs: &[(u64, *mut u8, usize)],
 ) -> Result<(), DeviceError> {
     let Some(first) = queues.first() else {
         return Err(DeviceError::Invalid("no host queue".into()));
     };
-    for (_, buf) in reqs.iter() {
-        first.check_direct(buf)?;
+    for &(_, addr, len) in reqs {
+        first.check_direct(addr, len)?;
     }
     let mut inflight: Vec<std::collections::VecDeque<(Ticket, u64)>> = queues
         .iter()
         .map(|_| std::collections::VecDeque::new())
         .collect();
     let mut result = Ok(());
-    for (i, (lba, buf)) in reqs.iter_mut().enumerate() {
+    for (i, &(lba, addr, len)) in reqs.iter().enumerate() {
         let k = i % queues.len();
         let (q, pending) = (&queues[k], &mut inflight[k]);
         let window = (q.q.qp.depth() as usize / 2).max(1);
         if pending.len() == window
             && let Some((t, lba)) = pending.pop_front()
         {
-            result = result.and(q.finish_direct(t, lba));
+            result = result.and(q.finish_direct(t, dir, lba));
         }
-        let (t, built) = q.submit_direct(*lba, buf);
+        let (t, built) = q.submit_direct(dir, lba, addr, len);
         result = result.and(built);
-        pending.push_back((t, *lba));
+        pending.push_back((t, lba));
     }
     for (q, pending) in queues.iter().zip(inflight) {
         for (t, lba) in pending {
-            result = result.and(q.finish_direct(t, lba));
+            result = result.and(q.finish_direct(t, dir, lba));
         }
     }
     result
@@ -860,9 +895,9 @@ impl HostQueueHandle<'_> {
     /// until then, so returning earlier would hand memory it still writes to the caller (a
     /// warning is logged at every [`COMMAND_TIMEOUT`]).
     pub fn read_direct(&self, lba: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
-        self.check_direct(buf)?;
-        let (t, built) = self.submit_direct(lba, buf);
-        let done = self.finish_direct(t, lba);
+        self.check_direct(buf.as_ptr(), buf.len())?;
+        let (t, built) = self.submit_direct(Direction::Read, lba, buf.as_mut_ptr(), buf.len());
+        let done = self.finish_direct(t, Direction::Read, lba);
         built.and(done)
     }
 
@@ -870,45 +905,72 @@ impl HostQueueHandle<'_> {
     /// half the queue depth in flight at once. Every request is checked before the first is
     /// sent; the first failure is returned after all of them have completed.
     pub fn read_direct_many(&self, reqs: &mut [(u64, &mut [u8])]) -> Result<(), DeviceError> {
-        read_direct_over(std::slice::from_ref(self), reqs)
+        let raw: Vec<(u64, *mut u8, usize)> = reqs
+            .iter_mut()
+            .map(|(lba, b)| (*lba, b.as_mut_ptr(), b.len()))
+            .collect();
+        direct_over(std::slice::from_ref(self), Direction::Read, &raw)
+    }
+
+    /// Writes every `(first block, data)` of `reqs` with the commands' PRPs naming the data
+    /// itself: no bounce slot and no copy (the conditions of
+    /// [`read_direct`](Self::read_direct) apply), up to half the queue depth in flight. Waits
+    /// for every command, however long it takes, since the controller reads the data until
+    /// then; the first failure is returned after all of them have completed.
+    pub fn write_direct_many(&self, reqs: &[(u64, &[u8])]) -> Result<(), DeviceError> {
+        let raw: Vec<(u64, *mut u8, usize)> = reqs
+            .iter()
+            // The controller only reads through a write's PRPs.
+            .map(|(lba, b)| (*lba, b.as_ptr().cast_mut(), b.len()))
+            .collect();
+        direct_over(std::slice::from_ref(self), Direction::Write, &raw)
     }
 
     /// Refuses a direct read into `buf` that [`read_direct`](Self::read_direct) cannot send.
-    fn check_direct(&self, buf: &[u8]) -> Result<(), DeviceError> {
+    fn check_direct(&self, addr: *const u8, len: usize) -> Result<(), DeviceError> {
         if !self.dev.ctrl.dma().host_pass_through() {
             return Err(DeviceError::Invalid(
-                "direct reads need enable_direct_host_dma".into(),
+                "direct reads and writes need enable_direct_host_dma".into(),
             ));
         }
-        self.dev.check_len(buf.len())?;
-        let addr = buf.as_ptr() as u64;
-        if !addr.is_multiple_of(4) || buf.len() > DEFAULT_MAX_TRANSFER as usize {
+        self.dev.check_len(len)?;
+        let addr = addr as u64;
+        if !addr.is_multiple_of(4) || len > DEFAULT_MAX_TRANSFER as usize {
             return Err(DeviceError::Invalid(format!(
-                "direct read of {} bytes at {addr:#x}: not dword aligned or over \
-                 {DEFAULT_MAX_TRANSFER} bytes",
-                buf.len()
+                "direct transfer of {len} bytes at {addr:#x}: not dword aligned or over \
+                 {DEFAULT_MAX_TRANSFER} bytes"
             )));
         }
         Ok(())
     }
 
-    /// Submits a read of `buf.len()` bytes at `lba` whose PRPs name `buf` (checked by
-    /// [`check_direct`](Self::check_direct)); a command that could not be built goes out as a
+    /// Submits a read or write of the `len` bytes at `addr` (a buffer checked by
+    /// [`check_direct`](Self::check_direct) that stays borrowed until the command completes)
+    /// at `lba`, whose PRPs name the buffer; a command that could not be built goes out as a
     /// placeholder, and its error comes back with the ticket.
-    fn submit_direct(&self, lba: u64, buf: &mut [u8]) -> (Ticket, Result<(), DeviceError>) {
-        let (addr, len) = (buf.as_mut_ptr() as u64, buf.len());
+    fn submit_direct(
+        &self,
+        dir: Direction,
+        lba: u64,
+        addr: *mut u8,
+        len: usize,
+    ) -> (Ticket, Result<(), DeviceError>) {
+        let addr = addr as u64;
         let blocks = (len / self.dev.geometry.block_size() as usize) as u32;
         let mut built = Ok(());
         let t = self.q.qp.submit_with(|cid| {
             let (slot_iova, slot_host) = self.dev.slot_iova(self.q, cid);
             let list_page = slot_iova + u64::from(self.dev.config.slot_bytes);
-            let sqe = SubmissionEntry::read(cid, 1, lba, blocks, 0, 0)
-                .map_err(DeviceError::from)
-                .and_then(|sqe| {
-                    PrpPlan::new(addr, len as u64, &PrpConfig::default(), &[list_page])
-                        .map(|plan| (sqe, plan))
-                        .map_err(|e| DeviceError::Invalid(e.to_string()))
-                });
+            let sqe = match dir {
+                Direction::Read => SubmissionEntry::read(cid, 1, lba, blocks, 0, 0),
+                Direction::Write => SubmissionEntry::write(cid, 1, lba, blocks, 0, 0),
+            }
+            .map_err(DeviceError::from)
+            .and_then(|sqe| {
+                PrpPlan::new(addr, len as u64, &PrpConfig::default(), &[list_page])
+                    .map(|plan| (sqe, plan))
+                    .map_err(|e| DeviceError::Invalid(e.to_string()))
+            });
             match sqe {
                 Ok((mut sqe, plan)) => {
                     for list in &plan.lists {
@@ -937,13 +999,14 @@ impl HostQueueHandle<'_> {
         (t, built)
     }
 
-    /// Waits for a direct read for as long as it takes (see [`read_direct`](Self::read_direct)),
-    /// frees its slot and returns its status.
-    fn finish_direct(&self, t: Ticket, lba: u64) -> Result<(), DeviceError> {
+    /// Waits for a direct command for as long as it takes (see
+    /// [`read_direct`](Self::read_direct)), frees its slot and returns its status.
+    fn finish_direct(&self, t: Ticket, dir: Direction, lba: u64) -> Result<(), DeviceError> {
+        let op = dir.name();
         let cqe = loop {
             match self.q.qp.wait(t, COMMAND_TIMEOUT) {
                 Ok(c) => break c,
-                Err(e) => tracing::warn!("direct read of block {lba} still in flight: {e}"),
+                Err(e) => tracing::warn!("direct {op} of block {lba} still in flight: {e}"),
             }
         };
         self.q.qp.release(t);
@@ -951,7 +1014,7 @@ impl HostQueueHandle<'_> {
         if status.is_success() {
             Ok(())
         } else {
-            Err(DeviceError::Status { op: "read", status })
+            Err(DeviceError::Status { op, status })
         }
     }
 

@@ -489,6 +489,49 @@ fn runs_written_together_land_at_their_pages_through_own_and_shared_queues() {
 }
 
 #[test]
+fn long_runs_move_alike_through_slots_and_direct_transfers_from_any_buffer() {
+    let (_c, dev) = swarm_queues(32 << 20, 512, 1);
+    // 2.5 MiB: more than one slot (64 KiB) and more than one direct command (1 MiB) each.
+    const PAGES: usize = 640;
+    let zone = Zone::new(dev.clone(), Some(0), 8, PAGES as u64 * 8).unwrap();
+    let data: Vec<u8> = (0..PAGES * 4096)
+        .map(|i| (i / 4096 * 7 + i % 251) as u8)
+        .collect();
+    zone.write(0, &data).unwrap();
+    let mut through_slots = vec![0u8; data.len()];
+    zone.read(0, &mut through_slots).unwrap();
+    assert!(through_slots == data, "bounce-slot read");
+    dev.enable_direct_host_dma();
+    let mut direct = vec![0u8; data.len()];
+    zone.read(0, &mut direct).unwrap();
+    assert!(direct == data, "direct read");
+    // A buffer that is not dword aligned cannot be named by PRPs: it goes through the slots.
+    let mut odd = vec![0u8; data.len() + 1];
+    zone.read(0, &mut odd[1..]).unwrap();
+    assert!(odd[1..] == data[..], "unaligned read");
+    // From the middle of the zone, across a direct command's boundary.
+    let mut mid = vec![0u8; 300 * 4096];
+    zone.read(200, &mut mid).unwrap();
+    assert!(mid == data[200 * 4096..500 * 4096], "read from page 200");
+    // Direct writes (an aligned run over two direct commands) and writes through the slots
+    // (an unaligned one) land alike.
+    let new: Vec<u8> = data.iter().map(|b| b ^ 0x5A).collect();
+    let mut odd_new = vec![0u8; 100 * 4096 + 1];
+    odd_new[1..].copy_from_slice(&new[500 * 4096..600 * 4096]);
+    zone.write_runs(&[(10, &new[10 * 4096..310 * 4096]), (500, &odd_new[1..])])
+        .unwrap();
+    zone.read(0, &mut direct).unwrap();
+    for (p, (got, want)) in direct.chunks(4096).zip(data.chunks(4096)).enumerate() {
+        let rewritten = (10..310).contains(&p) || (500..600).contains(&p);
+        let want: Vec<u8> = want
+            .iter()
+            .map(|b| if rewritten { b ^ 0x5A } else { *b })
+            .collect();
+        assert!(got == want, "page {p} after the rewrite");
+    }
+}
+
+#[test]
 fn an_unformatted_or_too_small_zone_is_refused() {
     let (_c, dev) = swarm(32 << 20, 4096);
     assert!(matches!(
@@ -515,6 +558,9 @@ fn data_op() -> impl Strategy<Value = DataOp> {
     prop_oneof![
         4 => (0u64..70_000, prop::collection::vec(any::<u8>(), 1..9000))
             .prop_map(|(o, d)| DataOp::Write(o, d)),
+        // Whole pages: the paths that hand the data to the device as it is.
+        2 => (0u64..17, 1usize..9, any::<u8>())
+            .prop_map(|(p, n, b)| DataOp::Write(p * 4096, (0..n * 4096).map(|i| b ^ (i / 7) as u8).collect())),
         1 => (0u64..70_000).prop_map(DataOp::Truncate),
     ]
 }
@@ -522,9 +568,18 @@ fn data_op() -> impl Strategy<Value = DataOp> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
     #[test]
-    fn file_contents_follow_a_byte_vector_model(ops in prop::collection::vec(data_op(), 1..25)) {
+    fn file_contents_follow_a_byte_vector_model(
+        ops in prop::collection::vec(data_op(), 1..25),
+        direct in any::<bool>(),
+    ) {
         let (_c, dev) = swarm(32 << 20, 4096);
-        let mut s = PStore::format(dev, &small_config(4096)).unwrap();
+        let mut cfg = small_config(4096);
+        if direct {
+            // The worker's own queue with direct transfers, as a server runs it.
+            dev.enable_direct_host_dma();
+            cfg.queue = Some(0);
+        }
+        let mut s = PStore::format(dev, &cfg).unwrap();
         let f = s.create(1, b"f", REG, 0, 0, Hint::default()).unwrap();
         let mut model: Vec<u8> = Vec::new();
         for op in ops {
@@ -548,6 +603,12 @@ proptest! {
         let n = s.read(f.ino, 0, &mut back).unwrap();
         prop_assert_eq!(n, model.len());
         prop_assert!(back[..n] == model[..], "contents differ");
+        // Page-aligned reads of whole pages, each block's pages straight into the buffer.
+        for p in 0..model.len() / 4096 {
+            let mut page = vec![0xFFu8; 4096];
+            prop_assert_eq!(s.read(f.ino, p as u64 * 4096, &mut page).unwrap(), 4096);
+            prop_assert!(page[..] == model[p * 4096..(p + 1) * 4096], "page {}", p);
+        }
         s.fsync().unwrap();
         check_pages(&mut s);
     }

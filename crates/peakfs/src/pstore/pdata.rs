@@ -219,8 +219,14 @@ impl PData {
                 self.block_bytes()
             )));
         }
+        let whole_pages = off.is_multiple_of(PAGE) && end.is_multiple_of(PAGE);
         if run.pages >= need {
             let first = off / PAGE;
+            if whole_pages {
+                // Nothing of the old pages survives: the data goes to the device as it is.
+                self.write_pages(zone, self.base + run.start + first as u64, data)?;
+                return Ok(run);
+            }
             let pages = need as usize - first;
             let mut buf = vec![0u8; pages * PAGE];
             let at = self.base + run.start + first as u64;
@@ -237,6 +243,12 @@ impl PData {
         }
         let pages = need.next_power_of_two().min(self.block_pages);
         let new = self.alloc(pages, tx)?;
+        if off == 0 && data.len() == pages as usize * PAGE {
+            // The data fills the new run and replaces all of the old one.
+            self.write_pages(zone, self.base + new.start, data)?;
+            self.free(run, tx);
+            return Ok(new);
+        }
         // Zero-filled so that bytes never written read as zeros after a later extension.
         let mut buf = vec![0u8; pages as usize * PAGE];
         if !run.is_none() {
@@ -262,6 +274,10 @@ impl PData {
     ) -> Result<(), PStoreError> {
         let mapped = run.pages as usize * PAGE;
         let end = off + out.len();
+        if off.is_multiple_of(PAGE) && end.is_multiple_of(PAGE) && end <= mapped {
+            // Whole mapped pages: straight into `out`.
+            return self.read_pages(zone, self.base + run.start + (off / PAGE) as u64, out);
+        }
         out.fill(0);
         if off >= mapped {
             return Ok(());

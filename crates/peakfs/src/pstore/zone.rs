@@ -4,10 +4,11 @@
 //!
 //! The zone is addressed in pages of [`PAGE`] bytes; the namespace's LBA size must divide it.
 //! A worker either owns one host queue of the device (its commands never meet another
-//! worker's on a queue, and up to half the queue depth of page commands are in flight), or
+//! worker's on a queue, and up to half the queue depth of commands are in flight), or
 //! shares the device's queues through its synchronous block API.
 
 use std::collections::VecDeque;
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,6 +20,10 @@ const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Bytes of a page: the unit of the inode zone, the WAL, checkpoints and data.
 pub const PAGE: usize = 4096;
+
+/// Bytes of one direct read command (half the largest transfer, whose PRP list fits one page
+/// wherever the buffer starts).
+const DIRECT_CHUNK: usize = 1 << 20;
 
 /// Errors of zone I/O.
 #[derive(Debug, thiserror::Error)]
@@ -141,13 +146,25 @@ impl Zone {
         Ok(self.first_lba + page * self.lbas_per_page)
     }
 
-    /// Reads whole pages from `page`.
+    /// Reads whole pages from `page`. Through the worker's own queue the controller writes
+    /// straight into `buf` when the device allows direct transfers and `buf` is dword aligned
+    /// (one command per [`DIRECT_CHUNK`], no bounce slot, no copy); otherwise through bounce
+    /// slots.
     pub fn read(&self, page: u64, buf: &mut [u8]) -> Result<(), ZoneError> {
         if buf.is_empty() {
             return Ok(());
         }
         let lba = self.lba(page, buf.len())?;
         match self.queue.and_then(|q| self.dev.host_queue(q)) {
+            Some(h) if self.dev.direct_host_dma() && (buf.as_ptr() as usize).is_multiple_of(4) => {
+                let per_chunk = (DIRECT_CHUNK / PAGE) as u64 * self.lbas_per_page;
+                let mut reqs: Vec<(u64, &mut [u8])> = buf
+                    .chunks_mut(DIRECT_CHUNK)
+                    .zip((0..).map(|i| lba + i * per_chunk))
+                    .map(|(c, at)| (at, c))
+                    .collect();
+                Ok(h.read_direct_many(&mut reqs)?)
+            }
             Some(h) => self.pipelined(h, Io::Read(lba, buf)),
             None => Ok(self.dev.read_blocks(lba, buf)?),
         }
@@ -160,7 +177,8 @@ impl Zone {
 
     /// Writes runs of whole pages, each `(first page, bytes)`, with the commands of all of them
     /// in flight together: one wait for the device where one run after another would wait
-    /// once per run (an Icache write-back of scattered blocks).
+    /// once per run (an Icache write-back of scattered blocks). Through the worker's own queue
+    /// the controller takes the data straight from the runs when it can, as [`Zone::read`].
     pub fn write_runs(&self, runs: &[(u64, &[u8])]) -> Result<(), ZoneError> {
         let mut by_lba = Vec::with_capacity(runs.len());
         for &(page, buf) in runs.iter().filter(|(_, b)| !b.is_empty()) {
@@ -169,7 +187,22 @@ impl Zone {
         if by_lba.is_empty() {
             return Ok(());
         }
+        let aligned = by_lba
+            .iter()
+            .all(|(_, b)| (b.as_ptr() as usize).is_multiple_of(4));
         match self.queue.and_then(|q| self.dev.host_queue(q)) {
+            Some(h) if self.dev.direct_host_dma() && aligned => {
+                let per_chunk = (DIRECT_CHUNK / PAGE) as u64 * self.lbas_per_page;
+                let reqs: Vec<(u64, &[u8])> = by_lba
+                    .iter()
+                    .flat_map(|&(lba, buf)| {
+                        buf.chunks(DIRECT_CHUNK)
+                            .zip((0..).map(move |i| lba + i * per_chunk))
+                            .map(|(c, at)| (at, c))
+                    })
+                    .collect();
+                Ok(h.write_direct_many(&reqs)?)
+            }
             Some(h) => self.pipelined(h, Io::Write(&by_lba)),
             None => {
                 for (lba, buf) in by_lba {
@@ -180,34 +213,41 @@ impl Zone {
         }
     }
 
-    /// Moves whole pages through the worker's own queue, one command per page, keeping up to
-    /// half the queue depth in flight.
+    /// Moves whole pages through the worker's own queue and its bounce slots, one command per
+    /// slot's worth of consecutive pages, keeping up to half the queue depth in flight.
     fn pipelined(&self, h: HostQueueHandle<'_>, mut io: Io<'_, '_>) -> Result<(), ZoneError> {
-        // Every page command: its LBA, and its run and page within the run.
-        let pages: Vec<(u64, usize, usize)> = match &io {
-            Io::Read(lba, buf) => (0..buf.len() / PAGE)
-                .map(|i| (lba + i as u64 * self.lbas_per_page, 0, i))
-                .collect(),
+        let chunk = (self.dev.slot_bytes() as usize / PAGE).max(1) * PAGE;
+        let lbas_per_page = self.lbas_per_page;
+        // Every command: its first LBA, its run, and its bytes within the run.
+        let split = move |r: usize, lba: u64, len: usize| {
+            (0..len).step_by(chunk).map(move |s| {
+                (
+                    lba + (s / PAGE) as u64 * lbas_per_page,
+                    r,
+                    s..len.min(s + chunk),
+                )
+            })
+        };
+        let cmds: Vec<(u64, usize, Range<usize>)> = match &io {
+            Io::Read(lba, buf) => split(0, *lba, buf.len()).collect(),
             Io::Write(runs) => runs
                 .iter()
                 .enumerate()
-                .flat_map(|(r, (lba, buf))| {
-                    (0..buf.len() / PAGE).map(move |i| (lba + i as u64 * self.lbas_per_page, r, i))
-                })
+                .flat_map(|(r, (lba, buf))| split(r, *lba, buf.len()))
                 .collect(),
         };
         let window = (h.depth() as usize / 2).max(1);
-        let per = self.lbas_per_page as u32;
         let mut inflight: VecDeque<(Ticket, usize)> = VecDeque::new();
         let mut next = 0;
         let mut result = Ok(());
-        while (next < pages.len() && result.is_ok()) || !inflight.is_empty() {
-            if next < pages.len() && result.is_ok() && inflight.len() < window {
-                let (at, r, i) = pages[next];
+        while (next < cmds.len() && result.is_ok()) || !inflight.is_empty() {
+            if next < cmds.len() && result.is_ok() && inflight.len() < window {
+                let (at, r, bytes) = &cmds[next];
+                let blocks = ((bytes.len() / PAGE) as u64 * lbas_per_page) as u32;
                 let submitted = match &io {
-                    Io::Read(..) => h.submit(false, at, per, false, |_| {}),
-                    Io::Write(runs) => h.submit(true, at, per, false, |slot| {
-                        slot.copy_from_slice(&runs[r].1[i * PAGE..(i + 1) * PAGE]);
+                    Io::Read(..) => h.submit(false, *at, blocks, false, |_| {}),
+                    Io::Write(runs) => h.submit(true, *at, blocks, false, |slot| {
+                        slot.copy_from_slice(&runs[*r].1[bytes.clone()]);
                     }),
                 };
                 match submitted {
@@ -233,7 +273,7 @@ impl Zone {
             };
             let Some(cqe) = cqe else {
                 // The slot stays reserved: the command may still land in it.
-                return Err(ZoneError::Timeout(pages[k].0));
+                return Err(ZoneError::Timeout(cmds[k].0));
             };
             let status = cqe.status();
             if !status.is_success() {
@@ -244,8 +284,9 @@ impl Zone {
                 };
                 result = result.and(Err(DeviceError::Status { op, status }.into()));
             } else if let Io::Read(_, b) = &mut io {
-                let i = pages[k].2;
-                b[i * PAGE..(i + 1) * PAGE].copy_from_slice(h.slot_data(t, PAGE));
+                let bytes = cmds[k].2.clone();
+                let n = bytes.len();
+                b[bytes].copy_from_slice(h.slot_data(t, n));
             }
             h.release(t);
         }
