@@ -7,7 +7,8 @@
 #   bash bench/peakfs-ior-ab.sh OLD_BIN_DIR NEW_BIN_DIR [MORE...]
 #   (PEAKFS_SERVERS (2), PEAKFS_SERVER_WORKERS, PEAKFS_BACKEND (here mmap), PEAKFS_DATA_MIB,
 #   PEAKFS_PIN apply to every build, PEAKFS_CLIENT_CPUS, e.g. 8-15, keeps the bench processes on
-#   those cores; JSON lines in OUT/peakfs-ior-ab.jsonl, a summary line per run on stdout)
+#   those cores; JSON lines in OUT/peakfs-ior-ab.jsonl, each run's stderr in
+#   OUT/ior-ROUND-BUILD.err, a summary line per run on stdout)
 set -u
 rounds=${ROUNDS:-3}; procs=${PROCS:-2}; mib=${IOR_MIB:-256}; O=${OUT:-/tmp/peakfs-ior-ab}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,8 +36,8 @@ for i in $(seq "$rounds"); do
   for b in "$@"; do
     PEAKFS_BIN_DIR=$b timeout 300 bash "$ROOT/ci/peakfs-cluster.sh" --servers "$servers" -- \
       bash -c "\$TS \$PEAKFS --master \$PEAKFS_MASTER bench --procs $procs --files 10 --echo-ops 1000 --ior-mib $mib \
-        --only ior-nn --only ior-n1 --json" > "$O/ior.tmp" 2>"$O/ior.err" \
-      || { echo "FAILED $b"; tail -5 "$O/ior.err"; }
+        --only ior-nn --only ior-n1 --json" > "$O/ior.tmp" 2>"$O/ior-$i-$(basename "$b").err" \
+      || { echo "FAILED $b"; grep -m3 -iE "error|panick" "$O/ior-$i-$(basename "$b").err"; }
     sed "s|^{|{\"ab_bin\":\"$b\",\"ab_round\":$i,|" "$O/ior.tmp" >> "$O/peakfs-ior-ab.jsonl"
     summary "$b" "$i" "$O/ior.tmp"
   done
