@@ -33,7 +33,8 @@ struct Args {
     /// memcpy threads.
     #[arg(long)]
     memcpy_threads: Option<u32>,
-    /// Microseconds a worker keeps polling after its last work before it sleeps.
+    /// Microseconds a worker keeps polling after its last work before it sleeps (default:
+    /// 1000 with --cpus, 50 without).
     #[arg(long)]
     spin_us: Option<u64>,
     /// NVMe controller: file (the data path) or swarmio (RAM emulator, tests).
@@ -79,12 +80,14 @@ fn main() -> anyhow::Result<()> {
         data_size,
         workers,
         memcpy_threads,
-        spin_us,
         controller,
         backend,
         controller_workers,
         icache_mib
     );
+    if a.spin_us.is_some() {
+        cfg.spin_us = a.spin_us;
+    }
     if a.advertise.is_some() {
         cfg.advertise = a.advertise;
     }

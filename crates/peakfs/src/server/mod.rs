@@ -109,7 +109,7 @@ impl Server {
                 memcpy_threshold: cfg.memcpy_threshold,
                 pin: cfg.pin,
                 cpus: cfg.cpus.clone(),
-                spin: Duration::from_micros(cfg.spin_us),
+                spin: cfg.spin(),
                 ring_capacity: cfg.ring_capacity,
                 read_cache_bytes: READ_CACHE_BYTES,
             },
