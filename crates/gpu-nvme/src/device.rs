@@ -472,11 +472,7 @@ impl NvmeDevice {
             .iter()
             .map(|q| HostQueueHandle { dev: self, q })
             .collect();
-        let raw: Vec<(u64, *mut u8, usize)> = reqs
-            .iter_mut()
-            .map(|(lba, b)| (*lba, b.as_mut_ptr(), b.len()))
-            .collect();
-        direct_over(&queues, Direction::Read, &raw)
+        direct_over(&queues, Direction::Read, &read_targets(reqs))
     }
 
     /// Number of host I/O queues.
@@ -667,6 +663,13 @@ impl Direction {
             Self::Write => "write",
         }
     }
+}
+
+/// The `(lba, buffer, bytes)` of direct reads into `reqs`' buffers.
+fn read_targets(reqs: &mut [(u64, &mut [u8])]) -> Vec<(u64, *mut u8, usize)> {
+    reqs.iter_mut()
+        .map(|(lba, b)| (*lba, b.as_mut_ptr(), b.len()))
+        .collect()
 }
 
 /// Direct commands for `reqs` (`(lba, buffer, bytes)`, buffers that the caller keeps
@@ -905,11 +908,11 @@ impl HostQueueHandle<'_> {
     /// half the queue depth in flight at once. Every request is checked before the first is
     /// sent; the first failure is returned after all of them have completed.
     pub fn read_direct_many(&self, reqs: &mut [(u64, &mut [u8])]) -> Result<(), DeviceError> {
-        let raw: Vec<(u64, *mut u8, usize)> = reqs
-            .iter_mut()
-            .map(|(lba, b)| (*lba, b.as_mut_ptr(), b.len()))
-            .collect();
-        direct_over(std::slice::from_ref(self), Direction::Read, &raw)
+        direct_over(
+            std::slice::from_ref(self),
+            Direction::Read,
+            &read_targets(reqs),
+        )
     }
 
     /// Writes every `(first block, data)` of `reqs` with the commands' PRPs naming the data
