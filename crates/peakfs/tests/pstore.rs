@@ -83,6 +83,82 @@ fn a_small_file_keeps_its_first_block_in_the_inode() {
 }
 
 #[test]
+fn a_block_written_from_its_middle_takes_pages_from_there_only() {
+    let (_c, dev) = swarm(32 << 20, 4096);
+    let mut cfg = small_config(4096);
+    cfg.block_pages = 16; // 64 KiB blocks, as a server's
+    let mut s = PStore::format(dev.clone(), &cfg).unwrap();
+    let f = s.create(1, b"n1", REG, 0, 0, Hint::default()).unwrap();
+    let mut model: Vec<u8> = Vec::new();
+    let bytes =
+        |seed: u8, n: usize| -> Vec<u8> { (0..n).map(|i| seed ^ (i % 251) as u8).collect() };
+    let write = |s: &mut PStore, model: &mut Vec<u8>, at: usize, data: &[u8]| {
+        s.write(f.ino, at as u64, data).unwrap();
+        if model.len() < at + data.len() {
+            model.resize(at + data.len(), 0);
+        }
+        model[at..at + data.len()].copy_from_slice(data);
+    };
+    let check = |s: &mut PStore, model: &[u8], what: &str| {
+        let mut back = vec![0xEEu8; model.len()];
+        assert_eq!(s.read(f.ino, 0, &mut back).unwrap(), model.len(), "{what}");
+        assert!(back == model, "{what}: contents");
+    };
+    s.fsync().unwrap();
+    let used = |s: &mut PStore| {
+        s.fsync().unwrap();
+        s.stats().pages_used
+    };
+    let before = used(&mut s);
+    // Block 1 from byte 40,000 to its end, as an N-1 transfer leaves a slice's block: pages
+    // 9..16, not 0..16.
+    write(&mut s, &mut model, 65_536 + 40_000, &bytes(1, 25_536));
+    assert_eq!(used(&mut s) - before, 7);
+    check(&mut s, &model, "the tail of block 1");
+    // Its head comes later: the block moves to a run from page 0.
+    write(&mut s, &mut model, 65_536, &bytes(2, 10_000));
+    assert_eq!(used(&mut s) - before, 16);
+    check(&mut s, &model, "head and tail of block 1");
+    // Block 2 from its middle up: one page, then a run that grows upwards from page 4.
+    write(&mut s, &mut model, 131_072 + 20_000, &bytes(3, 100));
+    assert_eq!(used(&mut s) - before, 17);
+    write(&mut s, &mut model, 131_072 + 30_000, &bytes(4, 100));
+    assert_eq!(used(&mut s) - before, 20, "block 2 holds pages 4..8");
+    check(&mut s, &model, "two writes in block 2");
+    // Whole pages inside the run go to the device as they are; page-aligned reads of them and
+    // of the hole before the run.
+    write(&mut s, &mut model, 131_072 + 5 * 4096, &bytes(5, 2 * 4096));
+    let mut page = vec![0xEEu8; 4096];
+    s.read(f.ino, 131_072 + 5 * 4096, &mut page).unwrap();
+    assert!(page == model[131_072 + 5 * 4096..131_072 + 6 * 4096]);
+    s.read(f.ino, 131_072, &mut page).unwrap();
+    assert!(
+        page.iter().all(|&b| b == 0),
+        "the hole before block 2's run"
+    );
+    // Everything fsync'd survives a reopen (WAL replay), then a checkpoint and another.
+    s.fsync().unwrap();
+    drop(s);
+    let mut s = PStore::open(dev.clone(), &cfg).unwrap();
+    check(&mut s, &model, "after a reopen");
+    check_pages(&mut s);
+    s.checkpoint().unwrap();
+    drop(s);
+    let mut s = PStore::open(dev, &cfg).unwrap();
+    check(&mut s, &model, "after a checkpoint and a reopen");
+    // A cut below block 2's run frees it; a cut inside block 1 keeps its head.
+    s.truncate(f.ino, 131_072 + 10_000).unwrap();
+    model.truncate(131_072 + 10_000);
+    check(&mut s, &model, "cut below block 2's run");
+    assert_eq!(used(&mut s) - before, 16);
+    s.truncate(f.ino, 65_536 + 5_000).unwrap();
+    model.truncate(65_536 + 5_000);
+    check(&mut s, &model, "cut inside block 1");
+    assert_eq!(used(&mut s) - before, 2);
+    check_pages(&mut s);
+}
+
+#[test]
 fn small_writes_are_staged_read_back_and_made_durable_by_fsync() {
     let (ssd, dev) = swarm(32 << 20, 4096);
     let cfg = small_config(4096);

@@ -135,7 +135,7 @@ impl Inode {
         b[48..56].copy_from_slice(&self.mtime_ns.to_le_bytes());
         b[56..64].copy_from_slice(&self.ctime_ns.to_le_bytes());
         b[64..72].copy_from_slice(&self.first_block.start.to_le_bytes());
-        b[72..76].copy_from_slice(&self.first_block.pages.to_le_bytes());
+        b[72..76].copy_from_slice(&self.first_block.packed_pages().to_le_bytes());
         b[76] = self.hint.encode();
         // Bytes 77..80 stay zero; inodes written before rdev existed read back rdev 0.
         b[80..84].copy_from_slice(&self.rdev.to_le_bytes());
@@ -171,10 +171,7 @@ impl Inode {
             atime_ns: u64_at(40) as i64,
             mtime_ns: u64_at(48) as i64,
             ctime_ns: u64_at(56) as i64,
-            first_block: PageRun {
-                start: u64_at(64),
-                pages: u32_at(72),
-            },
+            first_block: PageRun::unpack(u64_at(64), u32_at(72)),
             hint: Hint::decode(b[76])?,
             rdev: u32_at(80),
         })
@@ -194,12 +191,13 @@ mod tests {
     proptest! {
         #[test]
         fn encode_decode_round_trips_and_any_flipped_bit_is_caught(
-            ino: u64, mode: u32, size: u64, mtime: i64, start: u64, pages: u32,
-            bigdir: bool, nlink: u32, rdev: u32, flip in 0usize..INODE_BYTES * 8,
+            ino: u64, mode: u32, size: u64, mtime: i64, start: u64, pages in 0u32..=1024,
+            first in 0u16..1024, bigdir: bool, nlink: u32, rdev: u32,
+            flip in 0usize..INODE_BYTES * 8,
         ) {
             let i = Inode {
                 ino, mode, size, mtime_ns: mtime, nlink, rdev,
-                first_block: PageRun { start, pages },
+                first_block: PageRun { start, pages, first },
                 hint: Hint { data: DataDistribution::File, bigdir },
                 ..Inode::default()
             };

@@ -612,6 +612,9 @@ impl PStore {
         for _ in 0..n {
             let key = (u64_(&mut r)?, u64_(&mut r)?);
             let run = r.run().map_err(|_| bad("truncated"))?;
+            if run.end() > sb.block_pages {
+                return Err(bad("a block run past the end of its block"));
+            }
             blocks.insert(key, run);
         }
         let n = u64_(&mut r)?;
@@ -666,7 +669,7 @@ impl PStore {
             put(&mut b, ino);
             put(&mut b, blk);
             put(&mut b, run.start);
-            b.extend_from_slice(&run.pages.to_le_bytes());
+            b.extend_from_slice(&run.packed_pages().to_le_bytes());
         }
         put(&mut b, self.cart.len() as u64);
         self.cart.for_each(|pino, name, value| {

@@ -4,8 +4,10 @@
 //! whose inode lives on this worker is mapped inside the inode instead (the caller keeps that
 //! mapping); PData only moves bytes for it.
 //!
-//! A block gets as many pages as its highest written byte needs, rounded up to a power of two
-//! so that appends rarely move it; a move copies the block to a new run and frees the old one.
+//! A block gets the pages from its lowest to its highest written byte, rounded up to a power
+//! of two so that appends rarely move it (a block written only from its middle, as the
+//! unaligned transfers of an N-1 file leave the blocks of each slice, takes no pages for its
+//! head); a move copies the block to a new run and frees the old one.
 //! Freed pages stay reserved until the WAL frame that frees them is durable, so a crash can
 //! never expose a run that an acknowledged file still maps to new data.
 //!
@@ -147,6 +149,14 @@ impl PData {
             Record::PageFree { run } if live => self.pending_free.push(*run),
             Record::PageFree { run } => self.pages.clear_run(run.start, u64::from(run.pages))?,
             Record::BlockMap { ino, block, run } => {
+                if run.end() > self.block_pages {
+                    return Err(PStoreError::Corrupt(format!(
+                        "block {block} of {ino} mapped to pages {}..{} of a {}-page block",
+                        run.first,
+                        run.end(),
+                        self.block_pages
+                    )));
+                }
                 self.blocks.insert((*ino, *block), *run);
             }
             Record::BlockUnmap { ino, block } => {
@@ -170,12 +180,23 @@ impl PData {
         self.pending_free.iter().map(|r| u64::from(r.pages)).sum()
     }
 
-    fn alloc(&mut self, pages: u32, tx: &mut Vec<Record>) -> Result<PageRun, PStoreError> {
+    /// A new run of `pages` pages holding a block from its page `first`.
+    fn alloc(
+        &mut self,
+        first: u32,
+        pages: u32,
+        tx: &mut Vec<Record>,
+    ) -> Result<PageRun, PStoreError> {
         let start = self
             .pages
             .alloc_run(u64::from(pages))
             .ok_or(PStoreError::NoSpace("data pages"))?;
-        let run = PageRun { start, pages };
+        let run = PageRun {
+            start,
+            pages,
+            // Below the block's page count (at most 1,024).
+            first: first as u16,
+        };
         tx.push(Record::PageAlloc { run });
         Ok(run)
     }
@@ -201,7 +222,7 @@ impl PData {
     }
 
     /// Writes `data` at byte `off` of a block mapped to `run`; returns the block's run, which
-    /// is new when the block needed more pages.
+    /// is new when the block needed pages outside its run.
     pub fn write_block(
         &mut self,
         zone: &Zone,
@@ -219,17 +240,17 @@ impl PData {
                 self.block_bytes()
             )));
         }
+        let from = (off / PAGE) as u32;
         let whole_pages = off.is_multiple_of(PAGE) && end.is_multiple_of(PAGE);
-        if run.pages >= need {
-            let first = off / PAGE;
+        if !run.is_none() && from >= u32::from(run.first) && need <= run.end() {
+            let at = self.base + run.start + u64::from(from - u32::from(run.first));
             if whole_pages {
                 // Nothing of the old pages survives: the data goes to the device as it is.
-                self.write_pages(zone, self.base + run.start + first as u64, data)?;
+                self.write_pages(zone, at, data)?;
                 return Ok(run);
             }
-            let pages = need as usize - first;
+            let pages = (need - from) as usize;
             let mut buf = vec![0u8; pages * PAGE];
-            let at = self.base + run.start + first as u64;
             if !off.is_multiple_of(PAGE) {
                 self.read_pages(zone, at, &mut buf[..PAGE])?;
             }
@@ -237,14 +258,26 @@ impl PData {
                 let last = (pages - 1) * PAGE;
                 self.read_pages(zone, at + pages as u64 - 1, &mut buf[last..])?;
             }
-            buf[off - first * PAGE..end - first * PAGE].copy_from_slice(data);
+            let base = from as usize * PAGE;
+            buf[off - base..end - base].copy_from_slice(data);
             self.write_pages(zone, at, &buf)?;
             return Ok(run);
         }
-        let pages = need.next_power_of_two().min(self.block_pages);
-        let new = self.alloc(pages, tx)?;
-        if off == 0 && data.len() == pages as usize * PAGE {
-            // The data fills the new run and replaces all of the old one.
+        // A new run from the lower of the old run's and the write's first page to the higher
+        // end, its length rounded up to a power of two (within the block) so that appends
+        // rarely move it.
+        let (first, last) = if run.is_none() {
+            (from, need)
+        } else {
+            (from.min(u32::from(run.first)), need.max(run.end()))
+        };
+        let pages = (last - first)
+            .next_power_of_two()
+            .min(self.block_pages - first);
+        let new = self.alloc(first, pages, tx)?;
+        let base = first as usize * PAGE;
+        if off == base && data.len() == pages as usize * PAGE {
+            // The data fills the new run and covers all of the old one.
             self.write_pages(zone, self.base + new.start, data)?;
             self.free(run, tx);
             return Ok(new);
@@ -252,13 +285,14 @@ impl PData {
         // Zero-filled so that bytes never written read as zeros after a later extension.
         let mut buf = vec![0u8; pages as usize * PAGE];
         if !run.is_none() {
+            let old = (u32::from(run.first) - first) as usize * PAGE;
             self.read_pages(
                 zone,
                 self.base + run.start,
-                &mut buf[..run.pages as usize * PAGE],
+                &mut buf[old..old + run.pages as usize * PAGE],
             )?;
         }
-        buf[off..end].copy_from_slice(data);
+        buf[off - base..end - base].copy_from_slice(data);
         self.write_pages(zone, self.base + new.start, &buf)?;
         self.free(run, tx);
         Ok(new)
@@ -272,22 +306,28 @@ impl PData {
         off: usize,
         out: &mut [u8],
     ) -> Result<(), PStoreError> {
-        let mapped = run.pages as usize * PAGE;
+        let (lo, hi) = (usize::from(run.first) * PAGE, run.end() as usize * PAGE);
         let end = off + out.len();
-        if off.is_multiple_of(PAGE) && end.is_multiple_of(PAGE) && end <= mapped {
+        let first = u64::from(run.first);
+        if off.is_multiple_of(PAGE)
+            && end.is_multiple_of(PAGE)
+            && lo <= off
+            && off < end
+            && end <= hi
+        {
             // Whole mapped pages: straight into `out`.
-            return self.read_pages(zone, self.base + run.start + (off / PAGE) as u64, out);
+            let at = self.base + run.start + (off / PAGE) as u64 - first;
+            return self.read_pages(zone, at, out);
         }
         out.fill(0);
-        if off >= mapped {
+        let (from, to) = (off.max(lo), end.min(hi));
+        if from >= to {
             return Ok(());
         }
-        let first = off / PAGE;
-        let last = end.min(mapped).div_ceil(PAGE);
-        let mut buf = vec![0u8; (last - first) * PAGE];
-        self.read_pages(zone, self.base + run.start + first as u64, &mut buf)?;
-        let n = end.min(mapped) - off;
-        out[..n].copy_from_slice(&buf[off - first * PAGE..off - first * PAGE + n]);
+        let (p0, p1) = (from / PAGE, to.div_ceil(PAGE));
+        let mut buf = vec![0u8; (p1 - p0) * PAGE];
+        self.read_pages(zone, self.base + run.start + p0 as u64 - first, &mut buf)?;
+        out[from - off..to - off].copy_from_slice(&buf[from - p0 * PAGE..to - p0 * PAGE]);
         Ok(())
     }
 
@@ -300,27 +340,24 @@ impl PData {
         keep: usize,
         tx: &mut Vec<Record>,
     ) -> Result<PageRun, PStoreError> {
-        let keep_pages = keep.div_ceil(PAGE) as u32;
-        if keep_pages >= run.pages && keep >= run.pages as usize * PAGE {
+        let keep_end = keep.div_ceil(PAGE) as u32;
+        if run.is_none() || (keep_end >= run.end() && keep >= run.end() as usize * PAGE) {
             return Ok(run);
         }
-        if keep_pages == 0 {
+        if keep_end <= u32::from(run.first) {
+            // Every page of the run lies past the cut.
             self.free(run, tx);
             return Ok(PageRun::NONE);
         }
+        let kept_pages = keep_end - u32::from(run.first);
         let mut kept = run;
-        if keep_pages < run.pages {
-            self.free(
-                PageRun {
-                    start: run.start + u64::from(keep_pages),
-                    pages: run.pages - keep_pages,
-                },
-                tx,
-            );
-            kept.pages = keep_pages;
+        if kept_pages < run.pages {
+            let tail = PageRun::new(run.start + u64::from(kept_pages), run.pages - kept_pages);
+            self.free(tail, tx);
+            kept.pages = kept_pages;
         }
         if !keep.is_multiple_of(PAGE) {
-            let at = self.base + run.start + u64::from(keep_pages) - 1;
+            let at = self.base + run.start + u64::from(kept_pages) - 1;
             let mut page = vec![0u8; PAGE];
             self.read_pages(zone, at, &mut page)?;
             page[keep % PAGE..].fill(0);

@@ -41,15 +41,53 @@ pub struct PageRun {
     pub start: u64,
     /// Number of pages (0: no pages, a hole).
     pub pages: u32,
+    /// The page of the file block that the run's first page holds: the block's pages before
+    /// it are a hole (a block written from its middle, as an N-1 file's unaligned transfers
+    /// leave them, takes no pages for its head).
+    pub first: u16,
 }
 
 impl PageRun {
     /// No pages.
-    pub const NONE: PageRun = PageRun { start: 0, pages: 0 };
+    pub const NONE: PageRun = PageRun {
+        start: 0,
+        pages: 0,
+        first: 0,
+    };
+
+    /// A run of `pages` pages at zone page `start` holding a block from its first page.
+    pub fn new(start: u64, pages: u32) -> Self {
+        Self {
+            start,
+            pages,
+            first: 0,
+        }
+    }
 
     /// Whether the run holds no page.
     pub fn is_none(&self) -> bool {
         self.pages == 0
+    }
+
+    /// One past the last page of the block that the run holds.
+    pub fn end(&self) -> u32 {
+        u32::from(self.first) + self.pages
+    }
+
+    /// Pages and first block page in one word, pages in the low 16 bits (a block has at
+    /// most 1,024 pages): the stored form in WAL records, checkpoints and inodes, in which
+    /// runs stored before `first` existed read back with `first` 0.
+    pub fn packed_pages(&self) -> u32 {
+        self.pages | (u32::from(self.first) << 16)
+    }
+
+    /// The run stored as `start` and [`PageRun::packed_pages`].
+    pub fn unpack(start: u64, packed: u32) -> Self {
+        Self {
+            start,
+            pages: packed & 0xFFFF,
+            first: (packed >> 16) as u16,
+        }
     }
 }
 
@@ -69,8 +107,21 @@ mod tests {
         let b = BuildHasherDefault::<U64Hasher>::default();
         assert_ne!(b.hash_one((1u64, 2u64)), b.hash_one((2u64, 1u64)));
         let mut t = BlockTable::default();
-        t.insert((1, 2), PageRun { start: 5, pages: 1 });
+        t.insert((1, 2), PageRun::new(5, 1));
         assert_eq!(t.get(&(1, 2)).map(|r| r.start), Some(5));
         assert!(!t.contains_key(&(2, 1)));
+    }
+
+    #[test]
+    fn a_run_keeps_its_first_block_page_in_the_stored_page_count() {
+        let r = PageRun {
+            start: 7,
+            pages: 1024,
+            first: 1023,
+        };
+        assert_eq!(PageRun::unpack(r.start, r.packed_pages()), r);
+        assert_eq!(r.end(), 2047);
+        // A count stored before runs had a first page reads back as a run from page 0.
+        assert_eq!(PageRun::unpack(9, 16), PageRun::new(9, 16));
     }
 }

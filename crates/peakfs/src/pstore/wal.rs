@@ -164,10 +164,8 @@ impl<'a> Reader<'a> {
     }
 
     pub(super) fn run(&mut self) -> Result<PageRun, WalError> {
-        Ok(PageRun {
-            start: self.u64()?,
-            pages: self.u32()?,
-        })
+        let start = self.u64()?;
+        Ok(PageRun::unpack(start, self.u32()?))
     }
 
     /// Whether every byte has been read.
@@ -186,7 +184,7 @@ impl Record {
     pub fn encode(&self, out: &mut Vec<u8>) {
         let run = |out: &mut Vec<u8>, r: &PageRun| {
             out.extend_from_slice(&r.start.to_le_bytes());
-            out.extend_from_slice(&r.pages.to_le_bytes());
+            out.extend_from_slice(&r.packed_pages().to_le_bytes());
         };
         let name = |out: &mut Vec<u8>, n: &[u8]| {
             out.push(n.len() as u8);
@@ -473,12 +471,12 @@ mod tests {
             Record::InodeAlloc { slot: 3 },
             Record::InoMap { ino: 9, slot: 3 },
             Record::PageAlloc {
-                run: PageRun { start: 4, pages: 2 },
+                run: PageRun::new(4, 2),
             },
             Record::BlockMap {
                 ino: 9,
                 block: 1,
-                run: PageRun { start: 4, pages: 2 },
+                run: PageRun::new(4, 2),
             },
             Record::DentryPut {
                 pino: 1,
@@ -497,7 +495,7 @@ mod tests {
             },
             Record::BlockUnmap { ino: 9, block: 1 },
             Record::PageFree {
-                run: PageRun { start: 4, pages: 2 },
+                run: PageRun::new(4, 2),
             },
             Record::InoUnmap { ino: 9 },
             Record::InodeFree { slot: 3 },
