@@ -16,8 +16,8 @@ NB=${NVME_BENCH:-$ROOT/target/release/nvme-bench}
 export PEAKFS_BACKEND=${PEAKFS_BACKEND:-mmap}
 servers=${PEAKFS_SERVERS:-2}
 # N-N puts each process's file on one slice whole (hashed): leave room for four on one, and
-# for the slice's share of the N-1 file after them, which takes up to twice its bytes (its
-# 47,008-byte transfers land in 64 KiB blocks that each slice allocates from the block's start).
+# for the slice's share of the N-1 file after them, which takes more than its bytes (1.33x
+# over 8 slices: a slice's pieces of one 64 KiB block can lie at both ends of it).
 export PEAKFS_DATA_MIB=${PEAKFS_DATA_MIB:-$((${PEAKFS_SERVER_WORKERS:-1} * (mib * 7 + 256)))}
 mkdir -p "$O"
 export TS=${PEAKFS_CLIENT_CPUS:+taskset -c $PEAKFS_CLIENT_CPUS}
