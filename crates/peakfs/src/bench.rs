@@ -372,12 +372,26 @@ impl Worker {
 
 struct Proc {
     child: Child,
-    stdin: ChildStdin,
+    /// Phases go here; closing it ends the worker.
+    stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
 }
 
+/// How long a worker whose input was closed may take to exit before it is killed (a worker
+/// under a profiler such as callgrind writes its profile then).
+const WORKER_EXIT_WAIT: Duration = Duration::from_secs(10);
+
 impl Drop for Proc {
     fn drop(&mut self) {
+        // End of input: the worker disconnects and exits by itself; a stuck one is killed.
+        drop(self.stdin.take());
+        let deadline = Instant::now() + WORKER_EXIT_WAIT;
+        while Instant::now() < deadline {
+            if !matches!(self.child.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -488,7 +502,7 @@ pub fn drive(
         };
         procs.push(Proc {
             child,
-            stdin,
+            stdin: Some(stdin),
             stdout: BufReader::new(stdout),
         });
     }
@@ -510,9 +524,13 @@ pub fn drive(
             continue;
         }
         let t = Instant::now();
-        for p in &mut procs {
-            writeln!(p.stdin, "{name}")?;
-            p.stdin.flush()?;
+        for (rank, p) in procs.iter_mut().enumerate() {
+            let stdin = p.stdin.as_mut().ok_or(BenchFailure::Worker {
+                rank,
+                msg: "input closed".into(),
+            })?;
+            writeln!(stdin, "{name}")?;
+            stdin.flush()?;
         }
         let (mut ops, mut bytes, mut rpcs) = (0, 0, 0);
         let (mut start, mut end) = (u128::MAX, 0u128);

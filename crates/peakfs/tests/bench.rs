@@ -69,3 +69,50 @@ fn every_phase_counts_the_operations_of_all_processes_at_one_request_each() {
         );
     }
 }
+
+#[test]
+fn worker_processes_exit_by_themselves_when_the_driver_is_done() {
+    let cluster = Cluster::start(1);
+    drop(cluster.client());
+    // Each worker runs under a wrapper that notes the worker's exit status once it returns:
+    // a worker killed by the driver (or a wrapper killed with it) leaves no note, and a
+    // profiler in the wrapper's place would write no profile.
+    let dir = tempfile::tempdir().unwrap();
+    let wrapper = dir.path().join("w.sh");
+    std::fs::write(
+        &wrapper,
+        format!("\"$@\"\necho $? > {}/exit.$$\n", dir.path().display()),
+    )
+    .unwrap();
+    let cfg = BenchConfig {
+        master: cluster.master.addr.clone(),
+        procs: 2,
+        files: 1,
+        echo_ops: 50,
+        echo_window: 4,
+        ior_bytes: 0,
+        root: "/bench-exit".into(),
+        spawn_prefix: format!("bash {}", wrapper.display()),
+        spread_dirs: false,
+        reply_poll_us: 0,
+    };
+    let records = drive(
+        &cfg,
+        env!("CARGO_BIN_EXE_peakfs").as_ref(),
+        &["echo-sync".into()],
+    )
+    .unwrap();
+    assert_eq!(records.len(), 3, "the echo phases");
+    let notes: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("exit."))
+        .map(|e| {
+            std::fs::read_to_string(e.path())
+                .unwrap()
+                .trim()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(notes, ["0", "0"], "both workers exited with status 0");
+}
