@@ -34,6 +34,8 @@ pub struct BenchSystem {
     pub cpu_args: &'static [&'static str],
     /// Further arguments that make it run on the GPU engine.
     pub gpu_args: &'static [&'static str],
+    /// Other binaries of the package that the program starts (built before it runs).
+    pub helpers: &'static [&'static str],
 }
 
 impl BenchSystem {
@@ -59,6 +61,7 @@ pub const SYSTEMS: &[BenchSystem] = &[
         cpu_args: &["--initiator", "cpu"],
         // GPU submitters come in whole warps.
         gpu_args: &["--initiator", "gpu", "--threads", "1024"],
+        helpers: &[],
     },
     BenchSystem {
         name: "swarmio",
@@ -102,6 +105,7 @@ pub const SYSTEMS: &[BenchSystem] = &[
             "--workers",
             "6",
         ],
+        helpers: &[],
     },
     BenchSystem {
         name: "gofs",
@@ -123,6 +127,29 @@ pub const SYSTEMS: &[BenchSystem] = &[
         ],
         cpu_args: &[],
         gpu_args: &[],
+        helpers: &[],
+    },
+    BenchSystem {
+        name: "peakfs",
+        package: "peakfs",
+        bin: "peakfs",
+        // The whole mdtest/IOR bench against the RPC echo ceiling of the same run, on a cluster
+        // of 2 servers that the run starts on loopback and stops (data files on /dev/shm).
+        // PeakFS runs on CPUs only: both engine choices run the same bench.
+        args: &["bench", "--json", "--local-cluster", "2", "--procs", "4"],
+        quick_args: &[
+            "--files",
+            "1000",
+            "--echo-ops",
+            "5000",
+            "--ior-mib",
+            "16",
+            "--local-data-mib",
+            "256",
+        ],
+        cpu_args: &[],
+        gpu_args: &[],
+        helpers: &["peakfs-master", "peakfs-server"],
     },
 ];
 
@@ -292,6 +319,21 @@ fn select(args: &BenchArgs) -> Result<Vec<&'static BenchSystem>> {
 
 /// Runs one benchmark program and parses the records it prints.
 fn run_system(system: &BenchSystem, args: &BenchArgs) -> Result<Vec<BenchRecord>> {
+    if !system.helpers.is_empty() {
+        let mut build = cargo::command();
+        build.args(["build", "--release", "-p", system.package]);
+        for helper in system.helpers {
+            build.args(["--bin", helper]);
+        }
+        let line = cargo::describe(&build);
+        eprintln!("$ {line}");
+        let status = build
+            .status()
+            .with_context(|| format!("cannot start `{line}`"))?;
+        if !status.success() {
+            bail!("`{line}` failed ({status})");
+        }
+    }
     let mut command = cargo::command();
     command
         .args([

@@ -8,11 +8,13 @@
 //! - [`client`]: the client library (path resolution, dentry cache, write pipeline, §III-C2, §III-D).
 //! - [`fuse`]: `peakfs mount`, FUSE over the client library.
 //! - [`server`]: a storage server: RingSched over PStore slices (§III-B).
+//! - [`local_cluster`]: a master and servers as child processes on loopback.
 
 pub mod bench;
 pub mod client;
 pub mod config;
 pub mod fuse;
+pub mod local_cluster;
 pub mod master;
 pub mod placement;
 pub mod protocol;

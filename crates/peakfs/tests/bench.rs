@@ -12,7 +12,7 @@ fn every_phase_counts_the_operations_of_all_processes_at_one_request_each() {
     // The driver waits for the cluster view like any client.
     drop(cluster.client());
     let cfg = BenchConfig {
-        master: cluster.master.addr.clone(),
+        master: cluster.master_addr.clone(),
         procs: 2,
         files: 40,
         echo_ops: 300,
@@ -85,7 +85,7 @@ fn worker_processes_exit_by_themselves_when_the_driver_is_done() {
     )
     .unwrap();
     let cfg = BenchConfig {
-        master: cluster.master.addr.clone(),
+        master: cluster.master_addr.clone(),
         procs: 2,
         files: 1,
         echo_ops: 50,
@@ -115,4 +115,67 @@ fn worker_processes_exit_by_themselves_when_the_driver_is_done() {
         })
         .collect();
     assert_eq!(notes, ["0", "0"], "both workers exited with status 0");
+}
+
+#[test]
+fn bench_with_a_local_cluster_needs_nothing_running_and_leaves_nothing_behind() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_peakfs"))
+        .args([
+            "--master",
+            "127.0.0.1:1", // ignored: the run starts its own cluster
+            "bench",
+            "--local-cluster",
+            "2",
+            "--local-workers",
+            "1",
+            "--local-data-mib",
+            "64",
+            "--procs",
+            "2",
+            "--files",
+            "20",
+            "--echo-ops",
+            "100",
+            "--ior-mib",
+            "1",
+            "--only",
+            "create-empty-private",
+            "--only",
+            "ior-nn",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let records: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let names: Vec<&str> = records
+        .iter()
+        .map(|r| r["workload"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "echo-sync",
+            "echo-pipelined",
+            "echo-spread",
+            "mdtest-create-empty-private",
+            "ior-nn-write",
+            "ior-nn-read"
+        ]
+    );
+    assert!(records.iter().all(|r| r["parameters"]["servers"] == 2));
+    // The cluster's folder (data files and logs) is gone with it.
+    let left: Vec<_> = ["/dev/shm", &std::env::temp_dir().display().to_string()]
+        .iter()
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flatten()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with("peakfs-local-"))
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
 }

@@ -10,6 +10,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use peakfs::bench::{BenchConfig, Worker};
 use peakfs::client::{Client, ClientOptions};
+use peakfs::local_cluster::{LocalCluster, LocalClusterConfig};
 use peakfs::placement::Hint;
 
 /// PeakFS client tools.
@@ -77,6 +78,17 @@ enum Cmd {
         /// e.g. "ip netns exec pfs-c0;ip netns exec pfs-c1".
         #[arg(long, default_value = "")]
         spawn_prefix: String,
+        /// Start a master and this many servers on loopback for the run (the programs next to
+        /// this one, data files in a temporary folder, on /dev/shm when it exists) and stop
+        /// them after it; --master is then ignored.
+        #[arg(long)]
+        local_cluster: Option<usize>,
+        /// Workers per server of --local-cluster.
+        #[arg(long, default_value_t = 2, requires = "local_cluster")]
+        local_workers: u32,
+        /// MiB of each --local-cluster server's data file.
+        #[arg(long, default_value_t = 1024, requires = "local_cluster")]
+        local_data_mib: u64,
     },
     /// One worker process of `bench` (internal).
     #[command(hide = true)]
@@ -184,6 +196,42 @@ fn mount(c: Client, mountpoint: &std::path::Path, threads: usize) -> Result<()> 
     Ok(())
 }
 
+/// Starts `peakfs bench --local-cluster`'s cluster: the master and servers next to `exe`,
+/// their data and logs in a temporary folder (removed with the returned guard).
+fn start_local_cluster(
+    exe: &std::path::Path,
+    servers: usize,
+    workers: u32,
+    data_mib: u64,
+) -> Result<(LocalCluster, tempfile::TempDir)> {
+    if servers == 0 || workers == 0 {
+        bail!("--local-cluster and --local-workers must be at least 1");
+    }
+    let bin_dir = exe.parent().context("the folder of the peakfs binary")?;
+    let shm = std::path::Path::new("/dev/shm");
+    let parent = if shm.is_dir() {
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    };
+    let dir = tempfile::Builder::new()
+        .prefix("peakfs-local-")
+        .tempdir_in(&parent)
+        .with_context(|| format!("a folder in {}", parent.display()))?;
+    let cfg = LocalClusterConfig {
+        bin_dir: bin_dir.to_path_buf(),
+        work_dir: dir.path().to_path_buf(),
+        servers,
+        workers,
+        data_bytes: data_mib << 20,
+        // Clients share the cores: workers float, and a 2-core machine keeps its echo.
+        server_args: vec!["--no-pin".into()],
+    };
+    tracing::info!(servers, workers, dir = %dir.path().display(), "starting a local cluster");
+    let cluster = LocalCluster::start(&cfg)?;
+    Ok((cluster, dir))
+}
+
 fn main() -> Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
@@ -205,12 +253,29 @@ fn main() -> Result<()> {
             root,
             json,
             spawn_prefix,
+            local_cluster,
+            local_workers,
+            local_data_mib,
         } => {
             if *procs == 0 {
                 bail!("--procs must be at least 1");
             }
+            let exe = std::env::current_exe().context("locating the peakfs binary")?;
+            let local = match local_cluster {
+                Some(servers) => Some(start_local_cluster(
+                    &exe,
+                    *servers,
+                    *local_workers,
+                    *local_data_mib,
+                )?),
+                None => None,
+            };
+            let master = match &local {
+                Some((cluster, _dir)) => cluster.master_addr().to_string(),
+                None => a.master.clone(),
+            };
             let cfg = BenchConfig {
-                master: a.master.clone(),
+                master,
                 procs: *procs,
                 files: *files,
                 echo_ops: *echo_ops,
@@ -223,8 +288,8 @@ fn main() -> Result<()> {
                 spread_dirs: spread_dirs(&a),
                 reply_poll_us: reply_poll_us(&a)?,
             };
-            let exe = std::env::current_exe().context("locating the peakfs binary")?;
             let records = peakfs::bench::drive(&cfg, &exe, only)?;
+            drop(local);
             if *json {
                 for r in &records {
                     println!("{}", r.to_json_line());

@@ -1,104 +1,44 @@
 //! A real PeakFS cluster for client tests: `peakfs-master` and `peakfs-server` processes on
-//! loopback, children of the test, killed when the cluster is dropped.
+//! loopback ([`LocalCluster`]), children of the test, stopped when the cluster is dropped.
 
 #![allow(dead_code, reason = "each test crate uses a subset")]
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::time::Duration;
 
 use peakfs::client::{Client, ClientOptions};
-
-/// A child process killed on drop.
-pub struct Proc {
-    pub child: Child,
-    pub addr: String,
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts `bin` with `args` and waits for its "... listening on ADDR" line.
-pub fn spawn(bin: &str, args: &[&str], log: &Path) -> Proc {
-    let mut child = Command::new(bin)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(log).unwrap())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .rsplit(' ')
-        .next()
-        .unwrap_or_default()
-        .to_string();
-    assert!(
-        addr.contains(':'),
-        "{bin} did not start: {line:?}; log: {}",
-        std::fs::read_to_string(log).unwrap_or_default()
-    );
-    Proc { child, addr }
-}
+use peakfs::local_cluster::{LocalCluster, LocalClusterConfig, Node};
 
 /// A master and `n` servers (2 workers each) on loopback.
 pub struct Cluster {
+    /// The servers (fields drop in order: servers, then the master, then their folder).
+    pub servers: Vec<Node>,
+    /// The master.
+    cluster: LocalCluster,
+    pub master_addr: String,
     pub dir: tempfile::TempDir,
-    pub master: Proc,
-    pub servers: Vec<Proc>,
 }
 
 impl Cluster {
     /// Starts the cluster and waits until it is ready.
     pub fn start(n: usize) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let d: PathBuf = dir.path().to_path_buf();
-        let master = spawn(
-            env!("CARGO_BIN_EXE_peakfs-master"),
-            &[
-                "--listen",
-                "127.0.0.1:0",
-                "--servers",
-                &n.to_string(),
-                "--report-interval-ms",
-                "100",
-            ],
-            &d.join("master.log"),
-        );
-        let servers = (0..n)
-            .map(|i| {
-                let data = d.join(format!("s{i}.data"));
-                spawn(
-                    env!("CARGO_BIN_EXE_peakfs-server"),
-                    &[
-                        "--master",
-                        &master.addr,
-                        "--listen",
-                        "127.0.0.1:0",
-                        "--data",
-                        data.to_str().unwrap(),
-                        "--data-size",
-                        &(64u64 << 20).to_string(),
-                        "--workers",
-                        "2",
-                        "--no-pin",
-                    ],
-                    &d.join(format!("s{i}.log")),
-                )
-            })
-            .collect();
+        let bin = Path::new(env!("CARGO_BIN_EXE_peakfs-server"));
+        let cfg = LocalClusterConfig {
+            bin_dir: bin.parent().unwrap().to_path_buf(),
+            work_dir: dir.path().to_path_buf(),
+            servers: n,
+            workers: 2,
+            data_bytes: 64 << 20,
+            server_args: vec!["--no-pin".into()],
+        };
+        let mut cluster = LocalCluster::start(&cfg).unwrap();
+        let servers = std::mem::take(&mut cluster.servers);
         Self {
-            dir,
-            master,
             servers,
+            master_addr: cluster.master_addr().to_string(),
+            cluster,
+            dir,
         }
     }
 
@@ -113,6 +53,6 @@ impl Cluster {
 
     /// A new client of this cluster.
     pub fn client(&self) -> Client {
-        Client::connect(&self.master.addr, Self::options()).unwrap()
+        Client::connect(&self.master_addr, Self::options()).unwrap()
     }
 }

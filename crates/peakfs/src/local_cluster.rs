@@ -1,0 +1,199 @@
+//! A PeakFS cluster on this machine: one `peakfs-master` and `n` `peakfs-server` processes on
+//! loopback, children of the caller, for `peakfs bench --local-cluster` (a measurement that
+//! needs nothing set up beforehand) and for tests. Stopping it sends SIGTERM (the processes
+//! shut down cleanly) and kills what has not exited within a few seconds.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a stopped process may take to exit after SIGTERM before it is killed.
+const STOP_WAIT: Duration = Duration::from_secs(5);
+
+/// Errors of starting a local cluster.
+#[derive(Debug, thiserror::Error)]
+pub enum LocalClusterError {
+    /// a program could not be started
+    #[error("cannot start {program}: {source}")]
+    Spawn {
+        /// the program
+        program: String,
+        /// why
+        source: std::io::Error,
+    },
+    /// a program did not say where it listens
+    #[error("{program} did not start (it said {said:?}); its log: {log}")]
+    NoAddress {
+        /// the program
+        program: String,
+        /// its first line of output
+        said: String,
+        /// the file with its log
+        log: String,
+    },
+    /// the log file could not be created
+    #[error("cannot create {path}: {source}")]
+    Log {
+        /// the file
+        path: String,
+        /// why
+        source: std::io::Error,
+    },
+}
+
+/// What a local cluster looks like.
+#[derive(Debug, Clone)]
+pub struct LocalClusterConfig {
+    /// Folder holding `peakfs-master` and `peakfs-server`.
+    pub bin_dir: PathBuf,
+    /// Folder for the servers' data files and every process's log.
+    pub work_dir: PathBuf,
+    /// Servers.
+    pub servers: usize,
+    /// Workers per server.
+    pub workers: u32,
+    /// Bytes of each server's data file.
+    pub data_bytes: u64,
+    /// Extra arguments of every server (e.g. `--backend mmap`, `--no-pin`).
+    pub server_args: Vec<String>,
+}
+
+/// A process of the cluster and the address it listens on; dropping it stops it.
+#[derive(Debug)]
+pub struct Node {
+    /// The process.
+    pub child: Child,
+    /// Where it listens (`host:port`).
+    pub addr: String,
+}
+
+impl Node {
+    /// Starts `program` with `args`, its stderr into `log`, and waits for its
+    /// `"... listening on ADDR"` line.
+    fn start(program: &Path, args: &[String], log: &Path) -> Result<Self, LocalClusterError> {
+        let name = program.display().to_string();
+        let log_file = std::fs::File::create(log).map_err(|source| LocalClusterError::Log {
+            path: log.display().to_string(),
+            source,
+        })?;
+        let mut child = Command::new(program)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log_file)
+            .spawn()
+            .map_err(|source| LocalClusterError::Spawn {
+                program: name.clone(),
+                source,
+            })?;
+        let mut line = String::new();
+        if let Some(out) = child.stdout.take() {
+            // EOF (the process died) leaves the line empty: reported below.
+            let _ = BufReader::new(out).read_line(&mut line);
+        }
+        match line.trim().rsplit(' ').next() {
+            Some(addr) if line.contains("listening on") && addr.contains(':') => Ok(Self {
+                addr: addr.to_string(),
+                child,
+            }),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                Err(LocalClusterError::NoAddress {
+                    program: name,
+                    said: line.trim().to_string(),
+                    log: log.display().to_string(),
+                })
+            }
+        }
+    }
+
+    /// Sends SIGTERM and waits for the exit, killing the process after [`STOP_WAIT`] (at
+    /// once when it has exited already).
+    pub fn stop(&mut self) {
+        if !matches!(self.child.try_wait(), Ok(None)) {
+            return;
+        }
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            // SAFETY: kill(2) on our own child's pid, which we have not reaped yet.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+        }
+        let deadline = Instant::now() + STOP_WAIT;
+        while Instant::now() < deadline {
+            if !matches!(self.child.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A running local cluster; dropping it stops every process, the servers first.
+#[derive(Debug)]
+pub struct LocalCluster {
+    /// The servers, in the order they registered (declared first: dropped first).
+    pub servers: Vec<Node>,
+    /// The master.
+    pub master: Node,
+}
+
+impl LocalCluster {
+    /// Starts the master, then the servers one after another (each formats its data file and
+    /// registers before the next starts, so server `i` gets index `i`).
+    pub fn start(cfg: &LocalClusterConfig) -> Result<Self, LocalClusterError> {
+        let args = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let master = Node::start(
+            &cfg.bin_dir.join("peakfs-master"),
+            &args(&[
+                "--listen",
+                "127.0.0.1:0",
+                "--servers",
+                &cfg.servers.to_string(),
+                "--report-interval-ms",
+                "100",
+            ]),
+            &cfg.work_dir.join("master.log"),
+        )?;
+        let mut cluster = Self {
+            servers: Vec::with_capacity(cfg.servers),
+            master,
+        };
+        for i in 0..cfg.servers {
+            let data = cfg.work_dir.join(format!("s{i}.data"));
+            let mut a = args(&[
+                "--master",
+                &cluster.master.addr,
+                "--listen",
+                "127.0.0.1:0",
+                "--data",
+                &data.display().to_string(),
+                "--data-size",
+                &cfg.data_bytes.to_string(),
+                "--workers",
+                &cfg.workers.to_string(),
+            ]);
+            a.extend(cfg.server_args.iter().cloned());
+            let server = Node::start(
+                &cfg.bin_dir.join("peakfs-server"),
+                &a,
+                &cfg.work_dir.join(format!("s{i}.log")),
+            )?;
+            cluster.servers.push(server);
+        }
+        Ok(cluster)
+    }
+
+    /// Where clients find the cluster.
+    pub fn master_addr(&self) -> &str {
+        &self.master.addr
+    }
+}
