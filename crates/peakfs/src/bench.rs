@@ -38,6 +38,7 @@ use common::bench::{BenchRecord, Engine};
 use serde::{Deserialize, Serialize};
 
 use crate::client::{Client, ClientError, ClientOptions};
+use crate::local_cluster::wait_or_kill;
 use crate::placement::{DataDist, Hint, name_lambda};
 
 /// Bytes of an mdtest "small file".
@@ -385,15 +386,7 @@ impl Drop for Proc {
     fn drop(&mut self) {
         // End of input: the worker disconnects and exits by itself; a stuck one is killed.
         drop(self.stdin.take());
-        let deadline = Instant::now() + WORKER_EXIT_WAIT;
-        while Instant::now() < deadline {
-            if !matches!(self.child.try_wait(), Ok(None)) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        wait_or_kill(&mut self.child, WORKER_EXIT_WAIT);
     }
 }
 

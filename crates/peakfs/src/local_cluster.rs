@@ -119,16 +119,21 @@ impl Node {
             // SAFETY: kill(2) on our own child's pid, which we have not reaped yet.
             unsafe { libc::kill(pid, libc::SIGTERM) };
         }
-        let deadline = Instant::now() + STOP_WAIT;
-        while Instant::now() < deadline {
-            if !matches!(self.child.try_wait(), Ok(None)) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        wait_or_kill(&mut self.child, STOP_WAIT);
     }
+}
+
+/// Waits up to `wait` for `child` to exit, then kills it (and reaps it either way).
+pub fn wait_or_kill(child: &mut Child, wait: Duration) {
+    let deadline = Instant::now() + wait;
+    while Instant::now() < deadline {
+        if !matches!(child.try_wait(), Ok(None)) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 impl Drop for Node {
