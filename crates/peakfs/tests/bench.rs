@@ -179,3 +179,42 @@ fn bench_with_a_local_cluster_needs_nothing_running_and_leaves_nothing_behind() 
         .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+#[test]
+fn bench_with_a_pinned_local_cluster_runs_and_is_refused_where_no_core_is_left_for_clients() {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    if cores < 2 {
+        println!("skipped: --local-pin needs 2 cores, this machine has {cores}");
+        return;
+    }
+    let run = |workers: &str, extra: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_peakfs"))
+            .args(["bench", "--local-cluster", "1", "--local-workers", workers])
+            .args(["--local-data-mib", "64", "--procs", "1", "--files", "20"])
+            .args([
+                "--echo-ops",
+                "100",
+                "--only",
+                "create-empty-private",
+                "--json",
+            ])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = run("1", &["--local-pin"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let records = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .count();
+    assert_eq!(records, 4, "three echo phases and the create phase");
+    // One worker per core and nothing left for the clients: refused before anything starts.
+    let out = run(&cores.to_string(), &["--local-pin"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--local-pin"));
+}

@@ -10,7 +10,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use peakfs::bench::{BenchConfig, Worker};
 use peakfs::client::{Client, ClientOptions};
-use peakfs::local_cluster::{LocalCluster, LocalClusterConfig};
+use peakfs::local_cluster::{LocalCluster, LocalClusterConfig, split_cores};
 use peakfs::placement::Hint;
 
 /// PeakFS client tools.
@@ -89,6 +89,11 @@ enum Cmd {
         /// MiB of each --local-cluster server's data file.
         #[arg(long, default_value_t = 1024, requires = "local_cluster")]
         local_data_mib: u64,
+        /// Pin the --local-cluster servers' workers to cores of their own (server i on cores
+        /// i*W..) and the bench processes to the cores after them (taskset); default: nothing
+        /// pinned.
+        #[arg(long, requires = "local_cluster", conflicts_with = "spawn_prefix")]
+        local_pin: bool,
     },
     /// One worker process of `bench` (internal).
     #[command(hide = true)]
@@ -198,15 +203,26 @@ fn mount(c: Client, mountpoint: &std::path::Path, threads: usize) -> Result<()> 
 
 /// Starts `peakfs bench --local-cluster`'s cluster: the master and servers next to `exe`,
 /// their data and logs in a temporary folder (removed with the returned guard).
+/// With `pin`, also the cpu-list for the bench's processes.
 fn start_local_cluster(
     exe: &std::path::Path,
     servers: usize,
     workers: u32,
     data_mib: u64,
-) -> Result<(LocalCluster, tempfile::TempDir)> {
+    pin: bool,
+) -> Result<(LocalCluster, tempfile::TempDir, Option<String>)> {
     if servers == 0 || workers == 0 {
         bail!("--local-cluster and --local-workers must be at least 1");
     }
+    let (server_cpus, client_cpus) = if pin {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        let (lists, clients) = split_cores(servers, workers, cores).with_context(|| {
+            format!("--local-pin: {servers} servers x {workers} workers leave none of the {cores} cores for the bench's processes")
+        })?;
+        (lists, Some(clients))
+    } else {
+        (Vec::new(), None)
+    };
     let bin_dir = exe.parent().context("the folder of the peakfs binary")?;
     let shm = std::path::Path::new("/dev/shm");
     let parent = if shm.is_dir() {
@@ -224,12 +240,18 @@ fn start_local_cluster(
         servers,
         workers,
         data_bytes: data_mib << 20,
-        // Clients share the cores: workers float, and a 2-core machine keeps its echo.
-        server_args: vec!["--no-pin".into()],
+        // Unpinned, clients share the cores: workers float, and a 2-core machine keeps its
+        // echo.
+        server_args: if pin {
+            Vec::new()
+        } else {
+            vec!["--no-pin".into()]
+        },
+        server_cpus,
     };
     tracing::info!(servers, workers, dir = %dir.path().display(), "starting a local cluster");
     let cluster = LocalCluster::start(&cfg)?;
-    Ok((cluster, dir))
+    Ok((cluster, dir, client_cpus))
 }
 
 fn main() -> Result<()> {
@@ -256,6 +278,7 @@ fn main() -> Result<()> {
             local_cluster,
             local_workers,
             local_data_mib,
+            local_pin,
         } => {
             if *procs == 0 {
                 bail!("--procs must be at least 1");
@@ -267,12 +290,19 @@ fn main() -> Result<()> {
                     *servers,
                     *local_workers,
                     *local_data_mib,
+                    *local_pin,
                 )?),
                 None => None,
             };
-            let master = match &local {
-                Some((cluster, _dir)) => cluster.master_addr().to_string(),
-                None => a.master.clone(),
+            let (master, spawn_prefix) = match &local {
+                Some((cluster, _dir, Some(cpus))) => (
+                    cluster.master_addr().to_string(),
+                    format!("taskset -c {cpus}"),
+                ),
+                Some((cluster, _dir, None)) => {
+                    (cluster.master_addr().to_string(), spawn_prefix.clone())
+                }
+                None => (a.master.clone(), spawn_prefix.clone()),
             };
             let cfg = BenchConfig {
                 master,
@@ -284,7 +314,7 @@ fn main() -> Result<()> {
                 root: root
                     .clone()
                     .unwrap_or_else(|| format!("/bench-{}", std::process::id())),
-                spawn_prefix: spawn_prefix.clone(),
+                spawn_prefix,
                 spread_dirs: spread_dirs(&a),
                 reply_poll_us: reply_poll_us(&a)?,
             };

@@ -31,6 +31,7 @@ impl Cluster {
             workers: 2,
             data_bytes: 64 << 20,
             server_args: vec!["--no-pin".into()],
+            server_cpus: Vec::new(),
         };
         let mut cluster = LocalCluster::start(&cfg).unwrap();
         let servers = std::mem::take(&mut cluster.servers);
