@@ -325,14 +325,7 @@ fn run_system(system: &BenchSystem, args: &BenchArgs) -> Result<Vec<BenchRecord>
         for helper in system.helpers {
             build.args(["--bin", helper]);
         }
-        let line = cargo::describe(&build);
-        eprintln!("$ {line}");
-        let status = build
-            .status()
-            .with_context(|| format!("cannot start `{line}`"))?;
-        if !status.success() {
-            bail!("`{line}` failed ({status})");
-        }
+        cargo::run(&mut build)?;
     }
     let mut command = cargo::command();
     command

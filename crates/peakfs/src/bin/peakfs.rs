@@ -294,15 +294,13 @@ fn main() -> Result<()> {
                 )?),
                 None => None,
             };
-            let (master, spawn_prefix) = match &local {
-                Some((cluster, _dir, Some(cpus))) => (
-                    cluster.master_addr().to_string(),
-                    format!("taskset -c {cpus}"),
-                ),
-                Some((cluster, _dir, None)) => {
-                    (cluster.master_addr().to_string(), spawn_prefix.clone())
-                }
-                None => (a.master.clone(), spawn_prefix.clone()),
+            let master = local.as_ref().map_or_else(
+                || a.master.clone(),
+                |(cluster, _, _)| cluster.master_addr().to_string(),
+            );
+            let spawn_prefix = match local.as_ref().and_then(|(_, _, cpus)| cpus.as_ref()) {
+                Some(cpus) => format!("taskset -c {cpus}"),
+                None => spawn_prefix.clone(),
             };
             let cfg = BenchConfig {
                 master,

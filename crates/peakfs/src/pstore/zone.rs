@@ -21,7 +21,7 @@ const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
 /// Bytes of a page: the unit of the inode zone, the WAL, checkpoints and data.
 pub const PAGE: usize = 4096;
 
-/// Bytes of one direct read command (half the largest transfer, whose PRP list fits one page
+/// Bytes of one direct command (half the largest transfer, whose PRP list fits one page
 /// wherever the buffer starts).
 const DIRECT_CHUNK: usize = 1 << 20;
 
@@ -157,11 +157,10 @@ impl Zone {
         let lba = self.lba(page, buf.len())?;
         match self.queue.and_then(|q| self.dev.host_queue(q)) {
             Some(h) if self.dev.direct_host_dma() && (buf.as_ptr() as usize).is_multiple_of(4) => {
-                let per_chunk = (DIRECT_CHUNK / PAGE) as u64 * self.lbas_per_page;
                 let mut reqs: Vec<(u64, &mut [u8])> = buf
                     .chunks_mut(DIRECT_CHUNK)
-                    .zip((0..).map(|i| lba + i * per_chunk))
-                    .map(|(c, at)| (at, c))
+                    .enumerate()
+                    .map(|(i, c)| (self.direct_lba(lba, i), c))
                     .collect();
                 Ok(h.read_direct_many(&mut reqs)?)
             }
@@ -192,13 +191,12 @@ impl Zone {
             .all(|(_, b)| (b.as_ptr() as usize).is_multiple_of(4));
         match self.queue.and_then(|q| self.dev.host_queue(q)) {
             Some(h) if self.dev.direct_host_dma() && aligned => {
-                let per_chunk = (DIRECT_CHUNK / PAGE) as u64 * self.lbas_per_page;
                 let reqs: Vec<(u64, &[u8])> = by_lba
                     .iter()
                     .flat_map(|&(lba, buf)| {
                         buf.chunks(DIRECT_CHUNK)
-                            .zip((0..).map(move |i| lba + i * per_chunk))
-                            .map(|(c, at)| (at, c))
+                            .enumerate()
+                            .map(move |(i, c)| (self.direct_lba(lba, i), c))
                     })
                     .collect();
                 Ok(h.write_direct_many(&reqs)?)
@@ -211,6 +209,11 @@ impl Zone {
                 Ok(())
             }
         }
+    }
+
+    /// The first LBA of direct command `i` of a transfer starting at `lba`.
+    fn direct_lba(&self, lba: u64, i: usize) -> u64 {
+        lba + (i * DIRECT_CHUNK / PAGE) as u64 * self.lbas_per_page
     }
 
     /// Moves whole pages through the worker's own queue and its bounce slots, one command per
