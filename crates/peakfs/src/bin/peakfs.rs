@@ -79,10 +79,14 @@ enum Cmd {
         #[arg(long, default_value = "")]
         spawn_prefix: String,
         /// Start a master and this many servers on loopback for the run (the programs next to
-        /// this one, data files in a temporary folder, on /dev/shm when it exists) and stop
-        /// them after it; --master is then ignored.
+        /// this one, data files in a temporary folder inside --local-dir) and stop them after
+        /// it; --master is then ignored.
         #[arg(long)]
         local_cluster: Option<usize>,
+        /// Where --local-cluster makes its temporary folder (default: /dev/shm when it exists,
+        /// else the system's temporary folder).
+        #[arg(long, requires = "local_cluster")]
+        local_dir: Option<PathBuf>,
         /// Workers per server of --local-cluster.
         #[arg(long, default_value_t = 2, requires = "local_cluster")]
         local_workers: u32,
@@ -206,6 +210,7 @@ fn mount(c: Client, mountpoint: &std::path::Path, threads: usize) -> Result<()> 
 /// With `pin`, also the cpu-list for the bench's processes.
 fn start_local_cluster(
     exe: &std::path::Path,
+    parent: Option<&std::path::Path>,
     servers: usize,
     workers: u32,
     data_mib: u64,
@@ -225,10 +230,10 @@ fn start_local_cluster(
     };
     let bin_dir = exe.parent().context("the folder of the peakfs binary")?;
     let shm = std::path::Path::new("/dev/shm");
-    let parent = if shm.is_dir() {
-        shm.to_path_buf()
-    } else {
-        std::env::temp_dir()
+    let parent = match parent {
+        Some(p) => p.to_path_buf(),
+        None if shm.is_dir() => shm.to_path_buf(),
+        None => std::env::temp_dir(),
     };
     let dir = tempfile::Builder::new()
         .prefix("peakfs-local-")
@@ -276,6 +281,7 @@ fn main() -> Result<()> {
             json,
             spawn_prefix,
             local_cluster,
+            local_dir,
             local_workers,
             local_data_mib,
             local_pin,
@@ -287,6 +293,7 @@ fn main() -> Result<()> {
             let local = match local_cluster {
                 Some(servers) => Some(start_local_cluster(
                     &exe,
+                    local_dir.as_deref(),
                     *servers,
                     *local_workers,
                     *local_data_mib,
