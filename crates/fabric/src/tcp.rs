@@ -389,6 +389,21 @@ impl TcpConnection {
         })
     }
 
+    /// Copies the bytes that have arrived into `buf` without consuming them and without
+    /// waiting: `None` when nothing has arrived yet, `Some(0)` when the peer closed. An acceptor
+    /// looks at a connection's first frame this way before it picks the poller that will
+    /// receive it.
+    pub fn peek_now(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        self.stream.set_nonblocking(true)?;
+        let peeked = self.stream.peek(buf);
+        self.stream.set_nonblocking(false)?;
+        match peeked {
+            Ok(n) => Ok(Some(n)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// The underlying stream (RDMA uses TCP only as its setup side channel).
     pub fn into_stream(self) -> TcpStream {
         self.stream
@@ -1093,6 +1108,40 @@ mod tests {
                 );
                 assert_eq!(done, calls * chunk >= 18, "chunk {chunk}, calls {calls}");
             }
+        }
+    }
+
+    #[test]
+    fn peeking_leaves_the_first_frame_for_the_receiver_and_never_waits() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (stream, _) = listener.accept().unwrap();
+        let mut conn = TcpConnection::new(stream, TcpConfig::default()).unwrap();
+        let mut head = [0u8; HEADER_LEN];
+        assert_eq!(conn.peek_now(&mut head).unwrap(), None, "nothing sent yet");
+        let header = Header::request(Opcode(9), 1, 3);
+        client.write_all(&header.encode()).unwrap();
+        client.write_all(b"abc").unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while conn.peek_now(&mut head).unwrap() != Some(HEADER_LEN) {
+            assert!(Instant::now() < deadline, "the header never arrived");
+        }
+        assert_eq!(head, header.encode());
+        assert_eq!(
+            conn.peek_now(&mut head).unwrap(),
+            Some(HEADER_LEN),
+            "peeked twice"
+        );
+        // Still blocking for the receiver, and the frame is whole.
+        let frame = conn.recv(Duration::from_secs(5)).unwrap();
+        assert_eq!(
+            (frame.header.opcode, frame.payload),
+            (Opcode(9), &b"abc"[..])
+        );
+        drop(client);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while conn.peek_now(&mut head).unwrap() != Some(0) {
+            assert!(Instant::now() < deadline, "the close never arrived");
         }
     }
 

@@ -12,9 +12,11 @@
 //! Phases:
 //! - `echo-sync` / `echo-pipelined`: ECHO requests (64 B), one in flight or
 //!   [`BenchConfig::echo_window`] in flight per process: the RPC ceilings. With one in flight
-//!   each process keeps to one server (process `r` to server `r mod servers`), so no request
-//!   waits for a server thread that went to sleep while the process talked to other servers:
-//!   the ceiling is the best round trip the RPC layer gives. Pipelined echoes go round-robin
+//!   each process keeps to the server of its home slice ([`Client::home`]), served there by
+//!   the home slice's worker: processes numbered one after another by the master have homes on
+//!   different slices, so up to `servers × workers` processes each have a thread of their
+//!   own, and no request waits for a server thread that went to sleep while the process
+//!   talked to other servers: the ceiling is the best round trip the RPC layer gives. Pipelined echoes go round-robin
 //!   over the servers in bursts, which keeps every server's threads busy;
 //! - `echo-spread`: one in flight, each to the server that the λ of a bigdir entry with the
 //!   same name as the mdtest phases' picks: the load spreads over the servers as the bigdir's
@@ -22,6 +24,12 @@
 //!   server cost of an echo. Diagnostic, not a ceiling: bigdir / `echo-spread` is what a bigdir
 //!   operation costs beyond an echo sent the same way (its server work, and the hop to the
 //!   owning worker), `echo-spread` / `echo-sync` what spreading the load costs;
+//! - `echo-home`: one in flight, each process to the server that holds its private directory
+//!   (where the `private` phases send every request, received by the same communicating
+//!   thread). Diagnostic, not a ceiling: it loads the servers as the private phases do, so
+//!   private / `echo-home` is what a private operation costs beyond an echo, and `echo-home` /
+//!   `echo-sync` what the directories' placement costs. Its record tells how many processes
+//!   share the busiest slice (`max_procs_per_slice`);
 //! - `mdtest-{create,stat,remove}-{empty,3901}-{private,bigdir}`: `files` files per process,
 //!   empty or 3,901 bytes, in a per-process regular directory or in one shared bigdir;
 //! - `ior-nn-{write,read}`: one file per process (file-based distribution), 256 KiB
@@ -39,7 +47,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::client::{Client, ClientError, ClientOptions};
 use crate::local_cluster::wait_or_kill;
-use crate::placement::{DataDist, Hint, name_lambda};
+use crate::placement::{DataDist, Hint, home_lambda, name_lambda};
 
 /// Bytes of an mdtest "small file".
 pub const SMALL_FILE: usize = 3901;
@@ -120,6 +128,9 @@ pub struct PhaseResult {
     pub start_ns: u128,
     /// End, ns since the epoch.
     pub end_ns: u128,
+    /// `echo-home`: the slot (slice) of the process's private directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub home_slot: Option<u64>,
     /// An error instead of a result.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -137,6 +148,7 @@ pub fn phases() -> Vec<String> {
         "echo-sync".to_string(),
         "echo-pipelined".to_string(),
         "echo-spread".to_string(),
+        "echo-home".to_string(),
     ];
     for place in ["private", "bigdir"] {
         for size in ["empty", "3901"] {
@@ -157,6 +169,8 @@ pub struct Worker {
     cfg: BenchConfig,
     rank: usize,
     client: Client,
+    /// λ of the private directory's slice (its inode's home).
+    home: u64,
 }
 
 impl Worker {
@@ -174,8 +188,15 @@ impl Worker {
             data: DataDist::Block,
             bigdir: false,
         };
-        client.mkdir(&format!("{}/p{rank}", cfg.root), 0o755, Some(private))?;
-        Ok(Self { cfg, rank, client })
+        let dir = format!("{}/p{rank}", cfg.root);
+        client.mkdir(&dir, 0o755, Some(private))?;
+        let home = home_lambda(client.stat(&dir)?.ino);
+        Ok(Self {
+            cfg,
+            rank,
+            client,
+            home,
+        })
     }
 
     /// The path of file `i` is this prefix followed by `i`.
@@ -209,6 +230,12 @@ impl Worker {
                 }
                 Ok((self.cfg.echo_ops, self.cfg.echo_ops * ECHO_BYTES as u64))
             }
+            ["echo", "home"] => {
+                let payload = [0x5au8; ECHO_BYTES];
+                let server = c.layout().route(self.home).server;
+                c.echo(server, &payload, self.cfg.echo_ops, 1)?;
+                Ok((self.cfg.echo_ops, self.cfg.echo_ops * ECHO_BYTES as u64))
+            }
             ["echo", mode] => {
                 let window = if *mode == "sync" {
                     1
@@ -225,7 +252,11 @@ impl Worker {
                     ((4 * window) as u64, 1)
                 };
                 let mut done = 0;
-                let mut s = r as u32 % servers;
+                let mut s = if window == 1 {
+                    c.layout().route(c.home()).server
+                } else {
+                    r as u32 % servers
+                };
                 while done < self.cfg.echo_ops {
                     let k = burst.min(self.cfg.echo_ops - done);
                     c.echo(s, &payload, k, window)?;
@@ -349,6 +380,7 @@ impl Worker {
                     rpcs,
                     start_ns,
                     end_ns,
+                    home_slot: (line.trim() == "echo-home").then_some(self.home),
                     error: None,
                 },
                 Err(e) => PhaseResult {
@@ -357,6 +389,7 @@ impl Worker {
                     rpcs,
                     start_ns,
                     end_ns,
+                    home_slot: None,
                     error: Some(e.to_string()),
                 },
             };
@@ -414,6 +447,17 @@ pub struct Phase {
     pub rpcs: u64,
     /// Earliest start to latest end.
     pub duration: Duration,
+    /// The quickest process's own start to end.
+    pub fastest_proc: Duration,
+    /// The slowest process's own start to end (a process that waits on a crowded slice
+    /// stretches the phase: `slowest_proc` well above `fastest_proc` is imbalance).
+    pub slowest_proc: Duration,
+    /// `echo-home`: processes whose private directories share the busiest slice.
+    pub max_procs_per_slice: Option<usize>,
+}
+
+fn ns_duration(ns: u128) -> Duration {
+    Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX))
 }
 
 impl Phase {
@@ -527,6 +571,8 @@ pub fn drive(
         }
         let (mut ops, mut bytes, mut rpcs) = (0, 0, 0);
         let (mut start, mut end) = (u128::MAX, 0u128);
+        let (mut fastest, mut slowest) = (u128::MAX, 0u128);
+        let mut home_slots = Vec::new();
         for (rank, p) in procs.iter_mut().enumerate() {
             let l = p.line(rank)?;
             let r: PhaseResult = serde_json::from_str(&l).map_err(|e| BenchFailure::Worker {
@@ -544,8 +590,14 @@ pub fn drive(
             rpcs += r.rpcs;
             start = start.min(r.start_ns);
             end = end.max(r.end_ns);
+            let took = r.end_ns.saturating_sub(r.start_ns);
+            fastest = fastest.min(took);
+            slowest = slowest.max(took);
+            home_slots.extend(r.home_slot);
         }
-        let span = Duration::from_nanos(end.saturating_sub(start).min(u128::from(u64::MAX)) as u64);
+        home_slots.sort_unstable();
+        let max_procs_per_slice = home_slots.chunk_by(|a, b| a == b).map(<[u64]>::len).max();
+        let span = ns_duration(end.saturating_sub(start));
         tracing::info!(phase = %name, ops, wall = ?t.elapsed(), "phase done");
         results.push((
             name,
@@ -554,6 +606,9 @@ pub fn drive(
                 bytes,
                 rpcs,
                 duration: span,
+                fastest_proc: ns_duration(fastest),
+                slowest_proc: ns_duration(slowest),
+                max_procs_per_slice,
             },
         ));
     }
@@ -585,7 +640,7 @@ pub fn drive(
         } else {
             b = b.param(
                 "window",
-                if name == "echo-sync" || name == "echo-spread" {
+                if name == "echo-sync" || name == "echo-spread" || name == "echo-home" {
                     1
                 } else {
                     cfg.echo_window as u64
@@ -593,7 +648,13 @@ pub fn drive(
             );
         }
         let rpcs_per_op = r.rpcs as f64 / r.ops.max(1) as f64;
-        b = b.extra("rpcs_per_op", rpcs_per_op);
+        b = b
+            .extra("rpcs_per_op", rpcs_per_op)
+            .extra("fastest_proc_s", r.fastest_proc.as_secs_f64())
+            .extra("slowest_proc_s", r.slowest_proc.as_secs_f64());
+        if let Some(m) = r.max_procs_per_slice {
+            b = b.extra("max_procs_per_slice", m as f64);
+        }
         if let Some(c) = piped {
             b = b.extra("fraction_of_echo_pipelined", r.rate() / c);
         }

@@ -9,17 +9,22 @@
 //!
 //! Metadata (§III-C1, "Metadata distribution based on directory sizes"):
 //! - a **regular directory** `d` keeps the dentries of all its children, and the inodes of its
-//!   sub-files, on the slice of its own inode (`λ = home(d)`); the inode of a sub-directory
-//!   goes to server `hash(d, name) mod servers`, as in the paper, and there to the worker that
-//!   serves the creating client's connection (MKINODE `near`, the default), or to the worker
-//!   `hash(d, name)` names (`ClientOptions::dirs_near_client` off); the dentry in `d` holds
-//!   its ino, so nothing needs to recompute the choice. Placing it near its creator is a
-//!   choice of ours, not the paper's: a directory is mostly used by the client that made it
-//!   (mdtest's per-process directories, per-rank output directories), and then every
-//!   operation on its children runs to completion on the communicating thread that receives
-//!   it, without the hop to another worker and back (§III-B counts two forwards for a request
-//!   whose slice is elsewhere). Many directories made by one client for many others pile up
-//!   on one worker per server; such trees want the hash (`--spread-dirs`) or bigdirs;
+//!   sub-files, on the slice of its own inode (`λ = home(d)`). The paper sends the inode of a
+//!   sub-directory to the server `hash(d, name)` names; here, by default (MKINODE `near`), it
+//!   goes to the creating client's *home slice*: client number `i` (handed out by the master,
+//!   consecutive over the clients that connect) is at home on slice `i mod slots`, and every
+//!   server serves that client on the home slice's worker (its HELLO asks for it), so the
+//!   worker that receives the MKINODE keeps the inode. The dentry in `d` holds the ino, so
+//!   nothing needs to recompute the choice. This is ours, not the paper's: a directory is
+//!   mostly used by the client that made it (mdtest's per-process directories, per-rank output
+//!   directories); then every operation on its children runs to completion on the thread that
+//!   receives it, without the hop to another worker and back (§III-B counts two forwards for
+//!   a request whose slice is elsewhere), and N clients' directories lie on N different slices
+//!   (with the name's hash, several land on one slice by chance and its clients queue there
+//!   while other slices idle: 8 processes on 4 x 2 slices had 2-4 of them on the busiest
+//!   slice, and the phase took as long as the busiest slice's). A tree one client makes for
+//!   many others lies on one slice; such trees want the hash (`--spread-dirs`:
+//!   `ClientOptions::dirs_near_client` off, server and worker by `hash(d, name)`) or bigdirs;
 //! - a **bigdir** `b` shards each child (dentry and inode together) by `λ = hash(b, name)`.
 //!
 //! Data (§III-C1, "Data distribution based on sharing modes"):

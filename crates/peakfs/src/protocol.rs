@@ -10,14 +10,24 @@
 //!
 //! Decoding never panics: any short, long or out-of-range payload is a [`ProtoError`].
 //!
+//! # HELLO
+//!
+//! A client's first frame on a connection is [`op::HELLO`] with the index of the
+//! communicating thread it asks for ([`hello_payload`]). The server's acceptor peeks at it
+//! before it hands the connection to a thread, so that client `i` is served by thread
+//! `i mod T` (§III-B) with `i` numbered by the master across the whole cluster, not by the
+//! order in which one server happened to accept. A connection that says nothing else first
+//! gets the next thread in turn; the thread answers HELLO with an empty reply.
+//!
 //! # Multi-slice operations
 //!
 //! Every request runs on one slice, as one PStore transaction. The client drives operations
 //! that span slices as ordered steps, each ordered so that an interrupted sequence leaves a
 //! link count too high (a leak) rather than an entry naming a freed inode:
 //!
-//! - **mkdir** in a regular directory: MKINODE at `hash(pino, name)` (with `near`, the inode
-//!   goes to the worker that receives it: see [`Request::MkInode`]), then LINK at `home(pino)`
+//! - **mkdir** in a regular directory: MKINODE at `hash(pino, name)`, or with `near` at the
+//!   client's home slice, where the worker that receives it keeps the inode (see
+//!   [`Request::MkInode`]), then LINK at `home(pino)`
 //!   (RMINODE undoes the inode if the LINK fails). In a bigdir: one CREATE.
 //! - **hard link** `ino` as `(pino, name)`: LINK with `new_link` when the entry's slice holds
 //!   the inode (one transaction); otherwise SETATTR `nlink_delta: +1` at `home(ino)`, then
@@ -87,6 +97,8 @@ pub mod op {
     pub const TRUNCATE: Opcode = Opcode(0x0204);
     /// Capacity and usage of this slice.
     pub const STATFS: Opcode = Opcode(0x0205);
+    /// The first frame of a connection: the communicating thread the client asks for (no λ).
+    pub const HELLO: Opcode = Opcode(0x0001);
     /// Fabric's echo (answered with the same payload, no λ).
     pub const ECHO: Opcode = Opcode::ECHO;
     /// Every PeakFS opcode that carries a λ.
@@ -116,9 +128,23 @@ pub mod op {
             TRUNCATE => "truncate",
             STATFS => "statfs",
             ECHO => "echo",
+            HELLO => "hello",
             _ => "unknown",
         }
     }
+}
+
+/// The payload of a HELLO asking for communicating thread `thread` (taken mod the server's
+/// thread count).
+pub fn hello_payload(thread: u64) -> [u8; 8] {
+    thread.to_le_bytes()
+}
+
+/// The communicating thread a HELLO frame asks for: `None` for any other frame, or a HELLO
+/// whose payload is not one u64.
+pub fn hello_thread(opcode: Opcode, payload: &[u8]) -> Option<u64> {
+    let bytes: [u8; 8] = payload.try_into().ok()?;
+    (opcode == op::HELLO).then(|| u64::from_le_bytes(bytes))
 }
 
 /// Errors decoding a pRPC payload.

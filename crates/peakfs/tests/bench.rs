@@ -37,6 +37,7 @@ fn every_phase_counts_the_operations_of_all_processes_at_one_request_each() {
             "echo-sync",
             "echo-pipelined",
             "echo-spread",
+            "echo-home",
             "mdtest-create-empty-private",
             "mdtest-stat-empty-private",
             "mdtest-remove-empty-private",
@@ -45,6 +46,10 @@ fn every_phase_counts_the_operations_of_all_processes_at_one_request_each() {
             "mdtest-remove-empty-bigdir",
         ]
     );
+    // Both processes' private directories are on slices of the cluster: one or both per slice.
+    let home = records.iter().find(|r| r.workload == "echo-home").unwrap();
+    let crowd = home.extra["max_procs_per_slice"].as_f64().unwrap();
+    assert!((1.0..=2.0).contains(&crowd), "{crowd}");
     for r in &records {
         let per_proc = if r.workload.starts_with("echo") {
             cfg.echo_ops
@@ -62,6 +67,14 @@ fn every_phase_counts_the_operations_of_all_processes_at_one_request_each() {
             r.workload
         );
         assert_eq!(r.parameters["reply_poll_us"], 20, "{}", r.workload);
+        let secs = |k: &str| r.extra[k].as_f64().unwrap();
+        let (fastest, slowest) = (secs("fastest_proc_s"), secs("slowest_proc_s"));
+        assert!(
+            0.0 < fastest && fastest <= slowest && slowest <= r.duration_s,
+            "{}: {fastest} {slowest} {}",
+            r.workload,
+            r.duration_s
+        );
         assert!(
             r.extra.contains_key("fraction_of_echo_sync"),
             "{}",
@@ -102,7 +115,7 @@ fn worker_processes_exit_by_themselves_when_the_driver_is_done() {
         &["echo-sync".into()],
     )
     .unwrap();
-    assert_eq!(records.len(), 3, "the echo phases");
+    assert_eq!(records.len(), 4, "the echo phases");
     let notes: Vec<String> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap())
@@ -166,6 +179,7 @@ fn bench_with_a_local_cluster_needs_nothing_running_and_leaves_nothing_behind() 
             "echo-sync",
             "echo-pipelined",
             "echo-spread",
+            "echo-home",
             "mdtest-create-empty-private",
             "ior-nn-write",
             "ior-nn-read"
@@ -209,7 +223,7 @@ fn bench_with_a_pinned_local_cluster_runs_and_is_refused_where_no_core_is_left_f
         .lines()
         .filter(|l| l.starts_with('{'))
         .count();
-    assert_eq!(records, 4, "three echo phases and the create phase");
+    assert_eq!(records, 5, "four echo phases and the create phase");
     // One worker per core and nothing left for the clients: refused before anything starts.
     let out = run(&cores.to_string(), &["--local-pin"]);
     assert!(!out.status.success());

@@ -148,10 +148,11 @@ fn a_directory_made_near_its_client_serves_that_client_without_a_hop() {
         let d = near
             .mkdir_at(ROOT_INO, name.as_bytes(), 0o755, who, None)
             .unwrap();
-        // The name's hash still picks the server; the worker is the one serving `near` there.
+        // Every one on the client's home slice, whatever its name.
         assert_eq!(
-            layout.route(home_lambda(d.ino)).server,
-            layout.route(name_lambda(ROOT_INO, name.as_bytes())).server
+            layout.route(home_lambda(d.ino)),
+            layout.route(near.home()),
+            "{name}"
         );
         let before = forwarded(&c);
         for i in 0..40 {
@@ -188,6 +189,83 @@ fn a_directory_made_near_its_client_serves_that_client_without_a_hop() {
         );
     }
     drop((near, far));
+    for s in c.servers {
+        s.stop().unwrap();
+    }
+    c.master.stop().unwrap();
+}
+
+#[test]
+fn clients_numbered_by_the_master_keep_their_directories_on_slices_of_their_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = cluster(dir.path(), "dir,block");
+    let v = view(&c);
+    let layout = Layout::new(v.servers_expected, v.workers, v.block_size).unwrap();
+    let slots = layout.slots() as usize;
+    assert!(slots >= 4, "{slots} slots");
+    let who = Caller { uid: 0, gid: 0 };
+    let uri = c.uri.clone();
+    let mut clients: Vec<LibClient> = (0..slots)
+        .map(|_| LibClient::connect(&uri, ClientOptions::default()).unwrap())
+        .collect();
+    let mut homes: Vec<_> = clients.iter().map(|cl| layout.route(cl.home())).collect();
+    homes.sort_by_key(|r| (r.server, r.worker));
+    homes.dedup();
+    assert_eq!(homes.len(), slots, "one client per slice");
+    for (k, cl) in clients.iter_mut().enumerate() {
+        let name = format!("rank{k}");
+        let d = cl
+            .mkdir_at(ROOT_INO, name.as_bytes(), 0o755, who, None)
+            .unwrap();
+        assert_eq!(layout.route(home_lambda(d.ino)), layout.route(cl.home()));
+        // The home worker serves this client's connection (its HELLO): no hop for the files.
+        let before = forwarded(&c);
+        for i in 0..20 {
+            let a = cl
+                .create_at(d.ino, format!("f{i}").as_bytes(), 0o644, true, who)
+                .unwrap();
+            assert_eq!(cl.getattr(a.ino).unwrap().ino, a.ino);
+        }
+        assert_eq!(
+            forwarded(&c),
+            before,
+            "{name}'s files went through another worker"
+        );
+    }
+    drop(clients);
+    for s in c.servers {
+        s.stop().unwrap();
+    }
+    c.master.stop().unwrap();
+}
+
+#[test]
+fn a_connection_without_hello_is_served_by_the_next_worker_in_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = cluster(dir.path(), "dir,block");
+    let v = view(&c);
+    let t = TcpTransport::default();
+    // Silent for longer than the acceptor waits for a HELLO, then an echo: served all the same.
+    let conn = t
+        .connect(&v.servers[0].data_addr, Duration::from_secs(5))
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(150));
+    let mut rpc = RpcClient::new(conn, 4, Duration::from_secs(5));
+    let id = rpc.submit(Opcode::ECHO, &[b"late"]).unwrap();
+    let reply = rpc.next_reply().unwrap();
+    assert_eq!((reply.header.request_id, reply.payload), (id, &b"late"[..]));
+    // A HELLO asking for a thread the server lacks is taken mod its threads, and answered.
+    let conn = t
+        .connect(&v.servers[1].data_addr, Duration::from_secs(5))
+        .unwrap();
+    let mut rpc = RpcClient::new(conn, 4, Duration::from_secs(5));
+    let hello = peakfs::protocol::hello_payload(u64::MAX);
+    let id = rpc.submit(op::HELLO, &[&hello]).unwrap();
+    let reply = rpc.next_reply().unwrap();
+    assert_eq!((reply.header.request_id, reply.payload.len()), (id, 0));
+    let id = rpc.submit(Opcode::ECHO, &[b"x"]).unwrap();
+    assert_eq!(rpc.next_reply().unwrap().header.request_id, id);
+    drop(rpc);
     for s in c.servers {
         s.stop().unwrap();
     }

@@ -15,7 +15,7 @@ use fabric::{
 };
 
 use crate::placement::Layout;
-use crate::protocol::{Errno, Request};
+use crate::protocol::{Errno, Request, hello_payload, op};
 use crate::pstore::table::U64Map;
 
 use super::ClientError;
@@ -68,17 +68,21 @@ pub struct Conns {
     sent: u64,
     /// Reused buffer for a request's encoded head.
     head: Vec<u8>,
+    /// The communicating thread this client asks every server for (HELLO).
+    thread: u64,
 }
 
 impl Conns {
-    /// Connects to every server (`addrs[i]` is server `i`); a reply wait polls the socket for
-    /// `reply_poll` before it sleeps ([`TcpConfig::reply_poll`]).
+    /// Connects to every server (`addrs[i]` is server `i`), asking each for communicating
+    /// thread `thread` (HELLO); a reply wait polls the socket for `reply_poll` before it
+    /// sleeps ([`TcpConfig::reply_poll`]).
     pub fn connect(
         layout: Layout,
         addrs: Vec<String>,
         window: usize,
         timeout: Duration,
         reply_poll: Duration,
+        thread: u64,
     ) -> Result<Self, ClientError> {
         let mut conns = Self {
             layout,
@@ -100,6 +104,7 @@ impl Conns {
             writes: U64Map::default(),
             sent: 0,
             head: Vec::with_capacity(64),
+            thread,
         };
         for s in 0..conns.servers.len() {
             conns.rpc(s as u32)?;
@@ -141,7 +146,16 @@ impl Conns {
                 .transport
                 .connect(&self.servers[s].addr, self.timeout)
                 .map_err(|e| self.unreachable(server, e))?;
-            self.servers[s].rpc = Some(RpcClient::new(conn, self.window, self.timeout));
+            let mut rpc = RpcClient::new(conn, self.window, self.timeout);
+            // First, and sent now: the server's acceptor waits for it to pick our thread. Its
+            // (empty) reply is collected with the next ones.
+            let hello = hello_payload(self.thread);
+            let id = rpc
+                .submit(op::HELLO, &[&hello])
+                .and_then(|id| rpc.connection().flush().map(|()| id))
+                .map_err(|e| self.unreachable(server, e))?;
+            self.servers[s].pending.insert(id, Tag::Discard);
+            self.servers[s].rpc = Some(rpc);
         }
         match self.servers[s].rpc.as_mut() {
             Some(rpc) => Ok(rpc),

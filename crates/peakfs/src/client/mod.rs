@@ -35,7 +35,10 @@ pub mod conn;
 pub mod dcache;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use common::hash::mix64;
 
 use crate::placement::{DataDist, Hint, Layout, ROOT_INO, Route, home_lambda, name_lambda};
 use crate::protocol::{
@@ -135,9 +138,11 @@ pub struct ClientOptions {
     /// Hint of new files and directories (default: the parent directory's).
     pub hint: Option<Hint>,
     /// A new directory in a regular directory gets its inode, and with it its entries and
-    /// files, on the worker that serves this client's connection to the server its name
-    /// hashes to (true, the default: its metadata needs no hop between workers there), or on
-    /// the worker the hash names (false: spread over the workers whoever creates them).
+    /// files, on this client's home slice (true, the default): the worker there serves this
+    /// client's connection, so its metadata needs no hop between workers, and consecutive
+    /// clients (numbered by the master) have homes on different slices, so the directories of
+    /// many clients spread evenly. False: where the name hashes to (server and worker), as in
+    /// the paper; for trees one client makes for many others to use.
     pub dirs_near_client: bool,
     /// How long a wait for a reply polls the connection before it sleeps (zero: sleeps at
     /// once). Worth it where every client process has a core of its own: the reply then costs
@@ -223,6 +228,9 @@ pub struct Client {
     /// Inodes unlinked while open here (orphans at their home): freed at the last close.
     orphans: U64Set,
     next_fd: u64,
+    /// λ of this client's home slice: its directories go there (near placement), and every
+    /// server serves it on that slice's worker.
+    home: u64,
 }
 
 fn now_ns() -> i64 {
@@ -300,13 +308,38 @@ impl Client {
                 }
             }
         }
-        Self::with_servers(layout, addrs, opts)
+        Self::numbered(layout, addrs, opts, view.client_number)
     }
 
-    /// Connects to servers given directly (`addrs[i]` = server i) with layout `layout`.
+    /// Connects to servers given directly (`addrs[i]` = server i) with layout `layout`. With no
+    /// master to number it, the client takes a home slice at random.
     pub fn with_servers(layout: Layout, addrs: Vec<String>, opts: ClientOptions) -> Result<Self> {
-        let conns = Conns::connect(layout, addrs, opts.window, opts.timeout, opts.reply_poll)?;
+        static CLIENTS: AtomicU64 = AtomicU64::new(0);
+        let nonce = now_ns().unsigned_abs() ^ (u64::from(std::process::id()) << 32);
+        let number = mix64(nonce ^ CLIENTS.fetch_add(1, Ordering::Relaxed));
+        Self::numbered(layout, addrs, opts, number)
+    }
+
+    /// Client number `number` (§III-B's client i) is at home on slice `number mod slots`, and
+    /// asks every server for the worker of that slice as its communicating thread.
+    fn numbered(
+        layout: Layout,
+        addrs: Vec<String>,
+        opts: ClientOptions,
+        number: u64,
+    ) -> Result<Self> {
+        let home = number % u64::from(layout.slots());
+        let thread = u64::from(layout.route(home).worker);
+        let conns = Conns::connect(
+            layout,
+            addrs,
+            opts.window,
+            opts.timeout,
+            opts.reply_poll,
+            thread,
+        )?;
         Ok(Self {
+            home,
             dcache: DentryCache::new(opts.dentry_ttl),
             opts,
             conns,
@@ -321,6 +354,11 @@ impl Client {
     /// The cluster layout.
     pub fn layout(&self) -> &Layout {
         &self.layout
+    }
+
+    /// λ of this client's home slice (see [`ClientOptions::dirs_near_client`]).
+    pub fn home(&self) -> u64 {
+        self.home
     }
 
     /// The options.
@@ -582,7 +620,12 @@ impl Client {
                 hint,
                 near: self.opts.dirs_near_client,
             };
-            let a = attr_of(op::MKINODE, &self.call(name_lambda(pino, name), &mk)?)?;
+            let at = if self.opts.dirs_near_client {
+                self.home
+            } else {
+                name_lambda(pino, name)
+            };
+            let a = attr_of(op::MKINODE, &self.call(at, &mk)?)?;
             let link = Request::Link {
                 pino,
                 ino: a.ino,

@@ -7,6 +7,7 @@
 //! restarts learns the table again from the registrations.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -44,6 +45,8 @@ pub struct MasterService {
     cfg: MasterConfig,
     hint: Hint,
     members: Arc<Mutex<Vec<Option<Member>>>>,
+    /// Client numbers handed out with ready views.
+    clients: Arc<AtomicU64>,
 }
 
 impl MasterService {
@@ -52,7 +55,12 @@ impl MasterService {
         cfg.validate()?;
         let hint = cfg.hint()?;
         let members = Arc::new(Mutex::new(vec![None; cfg.servers as usize]));
-        Ok(Self { cfg, hint, members })
+        Ok(Self {
+            cfg,
+            hint,
+            members,
+            clients: Arc::default(),
+        })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Option<Member>>> {
@@ -179,8 +187,17 @@ impl Master for MasterService {
                 })
             })
             .collect();
+        let ready = servers.len() == members.len();
+        // Only a ready view is one a client connects with: numbers stay consecutive over the
+        // clients, however often each polled before the cluster was ready.
+        let client_number = if ready {
+            self.clients.fetch_add(1, Ordering::Relaxed)
+        } else {
+            0
+        };
         Ok(Response::new(ClusterView {
-            ready: servers.len() == members.len(),
+            ready,
+            client_number,
             workers: servers.first().map_or(0, |s| s.workers),
             servers,
             servers_expected: self.cfg.servers,
@@ -327,6 +344,31 @@ mod tests {
             capacity_bytes: 1 << 30,
             index,
         })
+    }
+
+    #[tokio::test]
+    async fn clients_are_numbered_consecutively_by_the_ready_views_they_get() {
+        let m = MasterService::new(MasterConfig {
+            servers: 1,
+            ..Default::default()
+        })
+        .unwrap();
+        let view = || async {
+            m.get_cluster_view(Request::new(ClusterViewRequest {}))
+                .await
+                .unwrap()
+                .into_inner()
+        };
+        // Polls before the cluster is ready use up no number.
+        for _ in 0..3 {
+            assert!(!view().await.ready);
+        }
+        m.register(reg("a:1", 2, -1)).await.unwrap();
+        let numbers: Vec<u64> = [view().await, view().await, view().await]
+            .iter()
+            .map(|v| v.client_number)
+            .collect();
+        assert_eq!(numbers, [0, 1, 2]);
     }
 
     #[tokio::test]

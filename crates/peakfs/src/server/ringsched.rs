@@ -4,9 +4,10 @@
 //! - Every worker thread is pinned to a core (when that core exists) and owns one resource
 //!   slice ([`Slice`]: a PStore over its zone); it runs every request on its slice to
 //!   completion.
-//! - Every worker is also a communicating thread: the acceptor hands client connection `i` to
-//!   worker `i mod T` (link-reduced dispatch), whose fabric poller receives all of that client's
-//!   requests. A request whose λ routes to another worker is forwarded through the SPSC ring of
+//! - Every worker is also a communicating thread: the acceptor hands client `i` to worker
+//!   `i mod T` (link-reduced dispatch), whose fabric poller receives all of that client's
+//!   requests. The client says which `i` in its first frame (HELLO, numbered by the master;
+//!   see [`crate::protocol`]); a connection that does not gets the next worker in turn. A request whose λ routes to another worker is forwarded through the SPSC ring of
 //!   that ordered pair of workers; the owner sends the reply back through the reverse ring, and
 //!   the communicating thread sends it to the client. The one exception is a MKINODE with
 //!   `near` ([`Request::runs_on_receiver`]): it runs on the communicating thread's own slice,
@@ -30,6 +31,7 @@ use common::ring::{
     Consumer, MpmcConsumer, MpmcProducer, MpscConsumer, MpscProducer, Producer, SpscConsumer,
     SpscProducer,
 };
+use fabric::frame::HEADER_LEN;
 use fabric::{
     ConnId, ErrorCode, Event, Header, Listener, Opcode, Outbox, Poller, PollerHandle,
     TcpConnection, TcpListener, TcpPoller, TcpTransport, Transport, TransportError,
@@ -38,12 +40,15 @@ use fabric::{
 use super::readcache::{CacheHit, ReadCache};
 use super::slice::{Failure, Slice};
 use crate::placement::Layout;
-use crate::protocol::{Errno, ProtoError, Request, op};
+use crate::protocol::{Errno, ProtoError, Request, hello_thread, op};
 
 /// How long an idle worker sleeps in its poller before it re-checks the stop flag.
 const IDLE_WAIT: Duration = Duration::from_millis(20);
 /// How often workers publish their usage counters.
 const USAGE_EVERY: Duration = Duration::from_millis(200);
+/// How long the acceptor waits for a new connection's first frame (a client sends its HELLO
+/// right after connecting) before it hands the connection to the next worker in turn.
+const HELLO_WAIT: Duration = Duration::from_millis(50);
 
 /// Errors starting or running RingSched.
 #[derive(Debug, thiserror::Error)]
@@ -388,18 +393,68 @@ fn accept_loop(
     stop: &Stop,
 ) -> Result<(), SchedError> {
     let mut next = 0usize;
+    // Accepted connections whose first frame has not arrived yet. They wait here, not in a
+    // blocking read, so that a peer which never sends delays nobody else's accept.
+    let mut waiting: Vec<(TcpConnection, Instant)> = Vec::new();
     while !stop.stop.load(Ordering::SeqCst) {
-        match listener.accept(Some(Duration::from_millis(20))) {
-            Ok(Some(conn)) => {
-                // Link-reduced dispatch (§III-B): client i to communicating thread i mod T.
-                handles[next % handles.len()].adopt(conn)?;
-                next += 1;
-            }
+        let wait = if waiting.is_empty() {
+            Duration::from_millis(20)
+        } else {
+            Duration::from_micros(200)
+        };
+        match listener.accept(Some(wait)) {
+            Ok(Some(conn)) => waiting.push((conn, Instant::now())),
             Ok(None) => {}
             Err(e) => tracing::warn!(error = %e, "accept failed"),
         }
+        let mut i = 0;
+        while i < waiting.len() {
+            let (conn, since) = &waiting[i];
+            let Some(asked) = first_frame_thread(conn, *since) else {
+                i += 1;
+                continue;
+            };
+            let (conn, _) = waiting.swap_remove(i);
+            // Link-reduced dispatch (§III-B): client i to communicating thread i mod T.
+            let to = asked.unwrap_or_else(|| {
+                next += 1;
+                next - 1
+            });
+            handles[to % handles.len()].adopt(conn)?;
+        }
     }
     Ok(())
+}
+
+/// Where a new connection goes: `None` while its first frame may still be a HELLO on its way,
+/// `Some(Some(i))` for a HELLO asking for thread `i`, `Some(None)` for anything else (another
+/// frame, a closed or failed socket, or silence past [`HELLO_WAIT`]), which the poller then
+/// serves or reports as usual.
+fn first_frame_thread(conn: &TcpConnection, since: Instant) -> Option<Option<usize>> {
+    const HELLO_LEN: usize = HEADER_LEN + 8;
+    let mut first = [0u8; HELLO_LEN];
+    let patient = since.elapsed() < HELLO_WAIT;
+    let n = match conn.peek_now(&mut first) {
+        Ok(Some(n)) if n > 0 => n,
+        Ok(None) if patient => return None,
+        Ok(_) | Err(_) => return Some(None),
+    };
+    let Some(head) = first
+        .first_chunk::<HEADER_LEN>()
+        .filter(|_| n >= HEADER_LEN)
+    else {
+        return if patient { None } else { Some(None) };
+    };
+    match Header::decode(head, u32::MAX) {
+        Ok(h) if h.opcode == op::HELLO && h.payload_len == 8 => {
+            if n < HELLO_LEN {
+                return if patient { None } else { Some(None) };
+            }
+            let thread = hello_thread(h.opcode, &first[HEADER_LEN..])?;
+            Some(Some(usize::try_from(thread).unwrap_or(usize::MAX)))
+        }
+        Ok(_) | Err(_) => Some(None),
+    }
 }
 
 fn memcpy_loop(
@@ -595,6 +650,11 @@ impl Worker {
         let (id, opc, payload) = (frame.header.request_id, frame.header.opcode, frame.payload);
         if opc == op::ECHO {
             send_reply(out, conn, id, opc, Ok(payload));
+            return;
+        }
+        if opc == op::HELLO {
+            // The acceptor already acted on it (this thread was asked for, or none was free).
+            send_reply(out, conn, id, opc, Ok(&[]));
             return;
         }
         if !op::ALL.contains(&opc) {
