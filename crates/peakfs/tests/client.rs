@@ -77,6 +77,36 @@ fn namespace_operations_behave_like_posix() {
     assert_eq!(c.stat("/moved/x").unwrap().size, 5);
     assert_eq!(errno(c.stat("/a/b")), libc::ENOENT);
     assert!(c.statfs().unwrap().inodes_used > 0);
+    // A directory resolved just before (the next path in it skips the walk) is forgotten when
+    // it moves or goes: paths through its old name fail, its new name works.
+    c.mkdir("/a/d", 0o755, None).unwrap();
+    let fd = c.create("/a/d/f0", 0o644).unwrap();
+    c.close(fd).unwrap();
+    assert!(!c.stat("/a/d/f0").unwrap().is_dir());
+    c.rename("/a/d", "/a/e").unwrap();
+    assert_eq!(errno(c.stat("/a/d/f0")), libc::ENOENT);
+    assert_eq!(errno(c.create("/a/d/f1", 0o644)), libc::ENOENT);
+    assert!(!c.stat("/a/e/f0").unwrap().is_dir());
+    c.unlink("/a/e/f0").unwrap();
+    c.rmdir("/a/e").unwrap();
+    assert_eq!(errno(c.create("/a/e/f2", 0o644)), libc::ENOENT);
+    // Moved or removed through inos (no path resolved in between), likewise.
+    let d = c.mkdir("/a/g", 0o755, None).unwrap();
+    c.mkdir("/a/g/sub", 0o755, None).unwrap();
+    let fd = c.create("/a/g/sub/x", 0o644).unwrap();
+    c.close(fd).unwrap();
+    assert!(!c.stat("/a/g/sub/x").unwrap().is_dir());
+    c.rename_at(d.ino, b"sub", d.ino, b"moved").unwrap();
+    assert_eq!(errno(c.stat("/a/g/sub/x")), libc::ENOENT);
+    assert!(!c.stat("/a/g/moved/x").unwrap().is_dir());
+    c.unlink("/a/g/moved/x").unwrap();
+    c.rmdir_at(d.ino, b"moved").unwrap();
+    assert_eq!(errno(c.stat("/a/g/moved/x")), libc::ENOENT);
+    // A file is no directory to resolve through, fast path or not.
+    let fd = c.create("/a/file", 0o644).unwrap();
+    c.close(fd).unwrap();
+    assert_eq!(errno(c.stat("/a/file/x")), libc::ENOTDIR);
+    assert_eq!(errno(c.stat("/a/file/x")), libc::ENOTDIR);
 }
 
 #[test]

@@ -107,11 +107,13 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(16))]
     #[test]
     fn after_a_power_cut_the_state_is_one_reached_since_the_last_fsync(
-        ops in prop::collection::vec(op(), 1..40)
+        ops in prop::collection::vec(op(), 1..40),
+        defer in any::<bool>(),
     ) {
         let (ctrl, dev) = swarm(32 << 20, 4096);
         let cfg = crash_config();
         let mut s = PStore::format(dev.clone(), &cfg).unwrap();
+        s.defer_settle(defer).unwrap();
         let mut m = Model::new();
         // States the recovered store may show: from the last fsync on.
         let mut allowed = vec![m.clone()];
@@ -226,11 +228,13 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(16))]
     #[test]
     fn after_a_power_cut_link_counts_match_the_names_and_no_orphan_is_left(
-        ops in prop::collection::vec(link_op(), 1..40)
+        ops in prop::collection::vec(link_op(), 1..40),
+        defer in any::<bool>(),
     ) {
         let (ctrl, dev) = swarm(32 << 20, 4096);
         let cfg = crash_config();
         let mut s = PStore::format(dev.clone(), &cfg).unwrap();
+        s.defer_settle(defer).unwrap();
         let mut m = Names::new();
         let mut allowed = vec![m.clone()];
         for op in &ops {

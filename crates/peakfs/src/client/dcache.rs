@@ -28,6 +28,10 @@ pub struct DentryCache {
     /// By parent, then by name: a lookup borrows the name (path resolution allocates nothing).
     dirs: U64Map<Names>,
     len: usize,
+    /// The directory path resolved last, its attributes, and the earliest expiry of the
+    /// entries it went through: the next path in that directory (mdtest's next file) skips
+    /// the walk. Any removal drops it.
+    last: Option<(String, Attr, Instant)>,
 }
 
 impl DentryCache {
@@ -37,6 +41,7 @@ impl DentryCache {
             ttl,
             dirs: U64Map::default(),
             len: 0,
+            last: None,
         }
     }
 
@@ -49,6 +54,36 @@ impl DentryCache {
                 None
             }
             None => None,
+        }
+    }
+
+    /// When the cached entry `name` of `pino` expires.
+    pub fn expiry(&self, pino: u64, name: &[u8]) -> Option<Instant> {
+        self.dirs.get(&pino)?.get(name).map(|(_, until)| *until)
+    }
+
+    /// The attributes of directory path `dir` if it is the one resolved last and none of its
+    /// entries expired or went since.
+    pub fn get_path(&self, dir: &str) -> Option<Attr> {
+        match &self.last {
+            Some((path, a, until)) if path == dir && Instant::now() < *until => Some(*a),
+            _ => None,
+        }
+    }
+
+    /// Remembers directory path `dir` (resolved through entries of which the first expires at
+    /// `until`).
+    pub fn put_path(&mut self, dir: &str, attr: &Attr, until: Instant) {
+        if self.ttl.is_zero() {
+            return;
+        }
+        match &mut self.last {
+            Some((path, a, u)) => {
+                path.clear();
+                path.push_str(dir);
+                (*a, *u) = (*attr, until);
+            }
+            None => self.last = Some((dir.to_string(), *attr, until)),
         }
     }
 
@@ -74,6 +109,7 @@ impl DentryCache {
 
     /// Drops entry `name` of `pino`.
     pub fn remove(&mut self, pino: u64, name: &[u8]) {
+        self.last = None;
         let Some(names) = self.dirs.get_mut(&pino) else {
             return;
         };
@@ -89,6 +125,7 @@ impl DentryCache {
     pub fn clear(&mut self) {
         self.dirs.clear();
         self.len = 0;
+        self.last = None;
     }
 }
 
@@ -167,6 +204,27 @@ mod tests {
                 prop_assert!(c.dirs.values().all(|names| !names.is_empty()));
             }
         }
+    }
+
+    #[test]
+    fn the_last_path_is_remembered_until_an_entry_goes_or_its_first_entry_expires() {
+        let mut c = DentryCache::new(Duration::from_secs(10));
+        let soon = Instant::now() + Duration::from_millis(30);
+        c.put_path("/a/b", &dir(7), soon);
+        assert_eq!(c.get_path("/a/b").map(|a| a.ino), Some(7));
+        assert!(c.get_path("/a").is_none() && c.get_path("/a/b/c").is_none());
+        // Any removal (an rmdir or rename below may have changed the path) drops it.
+        c.remove(3, b"x");
+        assert!(c.get_path("/a/b").is_none());
+        c.put_path("/a/b", &dir(7), soon);
+        c.clear();
+        assert!(c.get_path("/a/b").is_none());
+        c.put_path("/a/b", &dir(8), soon);
+        std::thread::sleep(Duration::from_millis(40));
+        assert!(c.get_path("/a/b").is_none(), "expired with its first entry");
+        let mut off = DentryCache::new(Duration::ZERO);
+        off.put_path("/a", &dir(7), Instant::now() + Duration::from_secs(5));
+        assert!(off.get_path("/a").is_none());
     }
 
     #[test]

@@ -36,7 +36,7 @@ pub mod dcache;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::hash::mix64;
 
@@ -272,6 +272,15 @@ fn components(path: &str) -> Result<Vec<&[u8]>> {
         out.push(c.as_bytes());
     }
     Ok(out)
+}
+
+/// `path` as its directory and a plain last name (`/a/b/f` → `/a/b`, `f`), for the fast path
+/// of a directory resolved just before; `None` where the walk must decide (the root's own
+/// entries, trailing slashes, `.` or `..` last, a name too long).
+fn split_dir(path: &str) -> Option<(&str, &[u8])> {
+    let (dir, last) = path.rsplit_once('/')?;
+    let plain = !last.is_empty() && last != "." && last != ".." && last.len() <= NAME_MAX;
+    (plain && dir.len() > 1 && dir.starts_with('/')).then_some((dir, last.as_bytes()))
 }
 
 impl Client {
@@ -1384,23 +1393,51 @@ impl Client {
 
     /// The parent directory's ino and the last name of `path`.
     fn parent<'p>(&mut self, path: &'p str) -> Result<(u64, &'p [u8])> {
+        self.resolve_parent(path)?
+            .ok_or_else(|| ClientError::BadPath(path.to_string()))
+    }
+
+    /// As [`Self::parent`]; `None` for the root itself.
+    fn resolve_parent<'p>(&mut self, path: &'p str) -> Result<Option<(u64, &'p [u8])>> {
+        if let Some((dir, last)) = split_dir(path)
+            && let Some(p) = self.dcache.get_path(dir)
+        {
+            return Ok(Some((p.ino, last)));
+        }
         let comps = components(path)?;
         let Some((last, dirs)) = comps.split_last() else {
-            return Err(ClientError::BadPath(path.to_string()));
+            return Ok(None);
         };
         let p = self.resolve_dir(dirs)?;
-        Ok((p.ino, last))
+        if let Some((dir, _)) = split_dir(path) {
+            self.remember_dir(dir, dirs, &p);
+        }
+        Ok(Some((p.ino, last)))
+    }
+
+    /// Remembers `dir`, just resolved to `attr` through components `comps`, until the first
+    /// of the entries it went through expires.
+    fn remember_dir(&mut self, dir: &str, comps: &[&[u8]], attr: &Attr) {
+        let mut pino = ROOT_INO;
+        let mut until = None::<Instant>;
+        for c in comps {
+            let Some((a, expiry)) = self.dcache.get(pino, c).zip(self.dcache.expiry(pino, c))
+            else {
+                return;
+            };
+            until = Some(until.map_or(expiry, |u| u.min(expiry)));
+            pino = a.ino;
+        }
+        if let Some(until) = until {
+            self.dcache.put_path(dir, attr, until);
+        }
     }
 
     /// Attributes of `path`.
     pub fn stat(&mut self, path: &str) -> Result<Attr> {
-        let comps = components(path)?;
-        match comps.split_last() {
+        match self.resolve_parent(path)? {
             None => self.getattr(ROOT_INO),
-            Some((last, dirs)) => {
-                let p = self.resolve_dir(dirs)?;
-                self.lookup(p.ino, last)
-            }
+            Some((p, last)) => self.lookup(p, last),
         }
     }
 

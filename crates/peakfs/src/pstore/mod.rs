@@ -434,8 +434,13 @@ pub struct PStore {
     next_ino: u64,
     /// Inodes without links, not yet freed.
     orphans: BTreeSet<u64>,
-    /// Records of the transaction being built.
+    /// Records of the transaction being built (or, while `unsettled`, of the last one).
     tx: Vec<Record>,
+    /// `tx` is a finished transaction whose WAL append and inode images wait for
+    /// [`PStore::settle`].
+    unsettled: bool,
+    /// Finished transactions wait for [`PStore::settle`] ([`PStore::defer_settle`]).
+    defer: bool,
     /// Whether the device holds nothing unflushed.
     synced: bool,
     checkpoints: u64,
@@ -534,6 +539,8 @@ impl PStore {
             inos,
             islots,
             tx: Vec::new(),
+            unsettled: false,
+            defer: false,
             synced: false,
             checkpoints: 0,
         })
@@ -691,6 +698,7 @@ impl PStore {
     /// Writes all state to the inactive checkpoint area, switches the superblock to it and
     /// empties the WAL.
     pub fn checkpoint(&mut self) -> Result<(), PStoreError> {
+        self.settle()?;
         self.commit()?;
         let (cache, mut io) = self.meta_io();
         cache.flush(&mut io)?;
@@ -726,6 +734,7 @@ impl PStore {
 
     /// Makes every operation so far durable (the data written and all metadata).
     pub fn fsync(&mut self) -> Result<(), PStoreError> {
+        self.settle()?;
         self.commit()
     }
 
@@ -734,6 +743,7 @@ impl PStore {
     /// Starts an operation that logs at most `bytes` of records (checkpoints if the WAL lacks
     /// room).
     fn begin(&mut self, bytes: usize) -> Result<(), PStoreError> {
+        self.settle()?;
         if !self.wal.fits(bytes) {
             self.checkpoint()?;
         }
@@ -743,10 +753,34 @@ impl PStore {
         Ok(())
     }
 
-    /// Logs the transaction built so far, then applies its inode images (only now, so that an
-    /// Icache write-back never carries a change the log lacks).
+    /// Finishes the transaction built so far: logs it, then applies its inode images (only
+    /// then, so that an Icache write-back never carries a change the log lacks). With
+    /// [`Self::defer_settle`] both wait for [`Self::settle`].
     fn end(&mut self) -> Result<(), PStoreError> {
         if self.tx.is_empty() {
+            return Ok(());
+        }
+        self.unsettled = true;
+        if self.defer { Ok(()) } else { self.settle() }
+    }
+
+    /// Lets a caller answer an operation before its log append: the WAL append and the inode
+    /// images of each finished transaction wait for [`Self::settle`], which every later call
+    /// on this store does first (so nothing can see the store without them), and which a
+    /// server calls after it sent the reply. The tables, bitmaps and dentries an operation
+    /// changes are changed before it returns either way; nothing becomes durable before
+    /// [`Self::fsync`] or a checkpoint, both of which settle first. A failure of a deferred
+    /// step (an Icache write-back's I/O) is returned by the call that settles it.
+    pub fn defer_settle(&mut self, on: bool) -> Result<(), PStoreError> {
+        self.settle()?;
+        self.defer = on;
+        Ok(())
+    }
+
+    /// Logs the finished transaction that waits (see [`Self::defer_settle`]) and applies its
+    /// inode images.
+    pub fn settle(&mut self) -> Result<(), PStoreError> {
+        if !std::mem::take(&mut self.unsettled) {
             return Ok(());
         }
         let mut tx = std::mem::take(&mut self.tx);
@@ -874,6 +908,7 @@ impl PStore {
 
     /// Hands out a new inode number of this worker.
     pub fn alloc_ino(&mut self) -> Result<u64, PStoreError> {
+        self.settle()?;
         self.run(32, |s| {
             let ino = s.next_ino;
             s.log(Record::NextIno { next: ino + 1 })?;
@@ -892,6 +927,7 @@ impl PStore {
         gid: u32,
         hint: Hint,
     ) -> Result<Inode, PStoreError> {
+        self.settle()?;
         let new = NewInode {
             mode,
             uid,
@@ -911,6 +947,7 @@ impl PStore {
         name: &[u8],
         new: &NewInode,
     ) -> Result<Inode, PStoreError> {
+        self.settle()?;
         cart::check_name(name)?;
         if self.cart.get(pino, name).is_some() {
             return Err(PStoreError::Exists(format!(
@@ -982,6 +1019,7 @@ impl PStore {
     /// Stores an inode whose number was assigned elsewhere (e.g. a sub-directory's inode
     /// sharded to this worker); returns its inode offset.
     pub fn insert_inode(&mut self, inode: &Inode) -> Result<u64, PStoreError> {
+        self.settle()?;
         if self.inos.contains_key(&inode.ino) {
             return Err(PStoreError::Exists(format!("inode {}", inode.ino)));
         }
@@ -1002,6 +1040,7 @@ impl PStore {
         name: &[u8],
         value: u64,
     ) -> Result<Option<u64>, PStoreError> {
+        self.settle()?;
         cart::check_name(name)?;
         if value > cart::MAX_VALUE {
             return Err(CartError::BadValue(value).into());
@@ -1022,6 +1061,7 @@ impl PStore {
 
     /// Removes a dentry; returns its value (`None`: there was none).
     pub fn remove_dentry(&mut self, pino: u64, name: &[u8]) -> Result<Option<u64>, PStoreError> {
+        self.settle()?;
         let Some(old) = self.cart.get(pino, name) else {
             return Ok(None);
         };
@@ -1063,6 +1103,7 @@ impl PStore {
 
     /// The inode at inode offset `slot` (a dentry value under the bigdir strategy).
     pub fn getattr_at(&mut self, slot: u64) -> Result<Inode, PStoreError> {
+        self.settle()?;
         if !self.islots.is_used(slot) {
             return Err(PStoreError::Invalid(format!("inode offset {slot} is free")));
         }
@@ -1079,6 +1120,7 @@ impl PStore {
 
     /// The inode of `ino`.
     pub fn getattr(&mut self, ino: u64) -> Result<Inode, PStoreError> {
+        self.settle()?;
         let slot = self.inode_offset(ino).ok_or(PStoreError::NoInode(ino))?;
         let i = self.getattr_at(slot).map_err(|e| match e {
             PStoreError::Inode { source, .. } => PStoreError::Inode { ino, source },
@@ -1095,6 +1137,7 @@ impl PStore {
 
     /// Changes attributes; a size change truncates or extends the blocks held here.
     pub fn setattr(&mut self, ino: u64, attr: &SetAttr) -> Result<Inode, PStoreError> {
+        self.settle()?;
         if let Some(size) = attr.size {
             self.truncate(ino, size)?;
         }
@@ -1124,6 +1167,7 @@ impl PStore {
     /// inodes it left without links, which are orphans now: free each with
     /// [`Self::remove_inode`], or keep it while it is open.
     pub fn relink(&mut self, change: &Relink<'_>) -> Result<Vec<u64>, PStoreError> {
+        self.settle()?;
         if let Some((pino, name)) = change.remove
             && self.cart.get(pino, name).is_none()
         {
@@ -1200,6 +1244,7 @@ impl PStore {
     /// link, or a directory (all its links, and one of a parent here), is freed with its data
     /// here. Returns the value.
     pub fn unlink(&mut self, pino: u64, name: &[u8]) -> Result<u64, PStoreError> {
+        self.settle()?;
         let value = self
             .cart
             .get(pino, name)
@@ -1231,6 +1276,7 @@ impl PStore {
     /// Removes inode `ino` and all of its data blocks here (the free of an orphan; it takes
     /// several transactions, and an orphan whose free a crash cut short is freed at open).
     pub fn remove_inode(&mut self, ino: u64) -> Result<(), PStoreError> {
+        self.settle()?;
         let slot = self.inode_offset(ino).ok_or(PStoreError::NoInode(ino))?;
         let i = self.getattr(ino)?;
         self.drop_blocks(ino, 0)?;
@@ -1280,6 +1326,7 @@ impl PStore {
     /// Writes `data` at `offset` of file `ino`, into the blocks held here. When the inode is
     /// here, its first block is mapped inline and its size and mtime follow the write.
     pub fn write(&mut self, ino: u64, offset: u64, data: &[u8]) -> Result<usize, PStoreError> {
+        self.settle()?;
         let bs = self.block_bytes();
         offset
             .checked_add(data.len() as u64)
@@ -1338,6 +1385,7 @@ impl PStore {
     /// here, reading stops at the file size; otherwise the whole buffer is filled from the
     /// blocks here (holes read zeros).
     pub fn read(&mut self, ino: u64, offset: u64, buf: &mut [u8]) -> Result<usize, PStoreError> {
+        self.settle()?;
         let bs = self.block_bytes();
         let local = match self.inode_offset(ino) {
             Some(_) => Some(self.getattr(ino)?),
@@ -1363,12 +1411,14 @@ impl PStore {
 
     /// The pages of file block 0 of a local inode (clients read small files from there).
     pub fn first_block(&mut self, ino: u64) -> Result<PageRun, PStoreError> {
+        self.settle()?;
         Ok(self.getattr(ino)?.first_block)
     }
 
     /// Sets the size of `ino` (whose inode is here): blocks past it are freed and the tail of
     /// the last block zeroed.
     pub fn truncate(&mut self, ino: u64, size: u64) -> Result<(), PStoreError> {
+        self.settle()?;
         let slot = self.inode_offset(ino).ok_or(PStoreError::NoInode(ino))?;
         self.truncate_blocks(ino, size)?;
         let mut i = self.getattr(ino)?;
@@ -1391,6 +1441,7 @@ impl PStore {
     /// Cuts the hashtable blocks of `ino` held here to `size` bytes (for files whose inode is
     /// elsewhere the server calls this on every worker holding blocks).
     pub fn truncate_blocks(&mut self, ino: u64, size: u64) -> Result<(), PStoreError> {
+        self.settle()?;
         let bs = self.block_bytes();
         self.drop_blocks(ino, size.div_ceil(bs))?;
         let partial = size / bs;
@@ -1438,6 +1489,7 @@ impl PStore {
     /// Every (ino, block, run) mapping here, block 0 of local inodes included (for consistency
     /// checks and tools).
     pub fn mappings(&mut self) -> Result<Vec<(u64, u64, PageRun)>, PStoreError> {
+        self.settle()?;
         let mut v: Vec<_> = self
             .data
             .blocks

@@ -556,6 +556,11 @@ impl Worker {
             };
             pin(self.me, core);
         }
+        // Answer first, log after: a request's WAL append and inode images run once its reply
+        // is on its way (PStore::defer_settle), while the client is still waiting for it.
+        if let Err(e) = self.slice.store().defer_settle(true) {
+            tracing::error!(worker = self.me, error = %e, "settling the store failed");
+        }
         let mut last_usage = Instant::now() - USAGE_EVERY;
         let mut marked_idle = false;
         let mut last_work = Instant::now();
@@ -583,6 +588,10 @@ impl Worker {
             let polled = poller.poll(Some(wait), |out, ev| self.on_event(out, ev));
             if !spinning {
                 self.shared[self.me].sleeping.store(false, Ordering::SeqCst);
+            }
+            // The round's replies are sent: now the log work of the last request.
+            if let Err(e) = self.slice.store().settle() {
+                tracing::error!(worker = self.me, error = %e, "settling the store failed");
             }
             let drained = self.drain(&mut poller);
             if polled? + drained > 0 {
