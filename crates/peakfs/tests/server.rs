@@ -12,7 +12,7 @@ use peakfs::client::{Caller, Client as LibClient, ClientOptions};
 use peakfs::config::{ControllerKind, MasterConfig, ServerConfig};
 use peakfs::master::{MasterHandle, fetch_view};
 use peakfs::placement::{DataDist, Hint, Layout, ROOT_INO, home_lambda, name_lambda};
-use peakfs::protocol::{Errno, Fate, RenameFlags, Request, op};
+use peakfs::protocol::{Errno, Fate, RenameFlags, Reply, Request, op};
 use peakfs::server::Server;
 use server_support::{Client, DIR, REG, assert_bytes, block_file, default_hint, pattern};
 
@@ -305,6 +305,30 @@ fn regular_directories_use_the_mkinode_link_protocol_and_rmdir_checks_emptiness(
     let d0 = dirs[0];
     let f = cl.create(&d0, "f", REG, regular).unwrap();
     assert_eq!(home_lambda(f.ino), home_lambda(d0.ino));
+    // A file is no parent, however often asked (a directory, once checked, is remembered).
+    for _ in 0..2 {
+        assert_eq!(cl.create(&f, "x", REG, regular), Err(Errno::ENOTDIR));
+    }
+    // Without O_EXCL an existing name answers with its inode; with it, EEXIST.
+    let create_f = |excl| Request::Create {
+        pino: d0.ino,
+        mode: REG,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        hint: regular,
+        excl,
+        name: b"f",
+    };
+    let got = cl.call(home_lambda(d0.ino), create_f(false)).unwrap();
+    match Reply::decode(op::CREATE, &got).unwrap() {
+        Reply::Attr(a) => assert_eq!(a.ino, f.ino),
+        other => panic!("unexpected reply {other:?}"),
+    }
+    assert_eq!(
+        cl.call(home_lambda(d0.ino), create_f(true)),
+        Err(Errno::EEXIST)
+    );
     let data = pattern(3, 200_000);
     cl.write(&f, 0, &data, true);
     assert_bytes(&cl.read(&f, 0, 200_000), &data, "file-based read");

@@ -27,7 +27,7 @@ use crossbeam_utils::{Backoff, CachePadded};
 use gpu_nvme::controller::admin::run_admin_queue;
 use gpu_nvme::controller::data::{DataPath, GpuCopier};
 use gpu_nvme::controller::io::{Prepared, dsm_ranges, prepare};
-use gpu_nvme::controller::threads::{Mailbox, ThreadSet, idle_backoff};
+use gpu_nvme::controller::threads::{IdleBackoff, Mailbox, ThreadSet};
 use gpu_nvme::controller::{
     AdminConfig, Controller, ControllerError, ControllerStats, Registers, StatsCounters,
     software_identify,
@@ -356,7 +356,11 @@ impl SwarmIo {
                     ..ControllerStats::default()
                 });
             }
-            idle = if fetched > 0 { 0 } else { idle_backoff(idle) };
+            idle = if fetched > 0 {
+                0
+            } else {
+                IdleBackoff::default().step(idle)
+            };
         }
     }
 
@@ -483,7 +487,7 @@ impl SwarmIo {
             }
             if arrived == 0 && posted == 0 {
                 idle = match due.0.front() {
-                    None => idle_backoff(idle),
+                    None => IdleBackoff::default().step(idle),
                     // Far from the next completion: let the other threads of a small machine run.
                     Some(next) if next.target_ns > now + 20_000 => {
                         std::thread::yield_now();

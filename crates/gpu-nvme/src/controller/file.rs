@@ -23,7 +23,7 @@ use crate::spec::{IdentifyController, LbaFormat, NamespaceGeometry, Status, Subm
 use super::admin::{AdminConfig, run_admin_queue};
 use super::data::{DataPath, GpuCopier};
 use super::io::{Prepared, dsm_ranges, prepare};
-use super::threads::{Mailbox, ThreadSet, idle_backoff};
+use super::threads::{IdleBackoff, Mailbox, ThreadSet};
 use super::{Controller, ControllerError, ControllerStats, Registers, StatsCounters};
 
 /// How workers reach the backing file.
@@ -75,6 +75,8 @@ pub struct FileControllerConfig {
     pub max_batch: usize,
     /// GPU whose threads ring the doorbells and whose memory PRPs may name.
     pub gpu: Option<Gpu>,
+    /// How a worker with no command to serve backs off.
+    pub idle: IdleBackoff,
 }
 
 impl FileControllerConfig {
@@ -91,6 +93,7 @@ impl FileControllerConfig {
             null_data: false,
             max_batch: 1024,
             gpu: None,
+            idle: IdleBackoff::default(),
         }
     }
 }
@@ -233,7 +236,11 @@ impl FileController {
                     .busy_ns
                     .fetch_add(began.elapsed().as_nanos() as u64, Ordering::Relaxed);
             }
-            idle = if did == 0 { idle_backoff(idle) } else { 0 };
+            idle = if did == 0 {
+                self.config.idle.step(idle)
+            } else {
+                0
+            };
         }
     }
 }

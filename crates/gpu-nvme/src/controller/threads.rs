@@ -137,16 +137,73 @@ impl<T> Mailbox<T> {
     }
 }
 
-/// Backs off while a polling thread finds no work: spin, then yield, then short sleeps.
-/// Returns the new count of idle rounds.
-pub fn idle_backoff(idle: u32) -> u32 {
-    let idle = idle.saturating_add(1);
-    if idle > 20_000 {
-        std::thread::sleep(std::time::Duration::from_micros(20));
-    } else if idle > 2_000 {
-        std::thread::yield_now();
-    } else {
-        std::hint::spin_loop();
+/// How a polling thread backs off while it finds no work: it spins, then yields its core,
+/// then sleeps 20 us at a time, counting idle rounds from its last work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdleBackoff {
+    /// Idle rounds spent spinning.
+    pub spins: u32,
+    /// Idle rounds after the spins spent yielding (each a `sched_yield`, roughly 0.5 us);
+    /// every round after them sleeps.
+    pub yields: u32,
+}
+
+impl Default for IdleBackoff {
+    /// 2,000 spins, then 18,000 yields (some milliseconds): a device that stays busy in
+    /// bursts answers at once.
+    fn default() -> Self {
+        Self {
+            spins: 2_000,
+            yields: 18_000,
+        }
     }
-    idle
+}
+
+impl IdleBackoff {
+    /// Backs off for idle round `idle + 1`; returns the new count of idle rounds.
+    pub fn step(&self, idle: u32) -> u32 {
+        let idle = idle.saturating_add(1);
+        if idle > self.spins.saturating_add(self.yields) {
+            std::thread::sleep(std::time::Duration::from_micros(20));
+        } else if idle > self.spins {
+            std::thread::yield_now();
+        } else {
+            std::hint::spin_loop();
+        }
+        idle
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn idle_rounds_spin_then_yield_then_sleep() {
+        let b = IdleBackoff {
+            spins: 3,
+            yields: 2,
+        };
+        let mut idle = 0;
+        for _ in 0..5 {
+            let t = Instant::now();
+            idle = b.step(idle);
+            // Spins and yields never sleep (generous bound for a loaded CI machine).
+            assert!(t.elapsed() < Duration::from_millis(20), "round {idle}");
+        }
+        assert_eq!(idle, 5);
+        let t = Instant::now();
+        assert_eq!(b.step(idle), 6);
+        assert!(
+            t.elapsed() >= Duration::from_micros(20),
+            "the 6th round sleeps"
+        );
+        // The count saturates instead of wrapping back to spinning.
+        assert_eq!(b.step(u32::MAX), u32::MAX);
+        assert_eq!(
+            IdleBackoff::default().spins + IdleBackoff::default().yields,
+            20_000
+        );
+    }
 }

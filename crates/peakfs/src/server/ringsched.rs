@@ -46,6 +46,9 @@ use crate::protocol::{Errno, ProtoError, Request, hello_thread, op};
 const IDLE_WAIT: Duration = Duration::from_millis(20);
 /// How often workers publish their usage counters.
 const USAGE_EVERY: Duration = Duration::from_millis(200);
+/// How long an idle worker on a core of its own watches its rings between two polls of its
+/// sockets (about what the yield of a worker on a shared core takes).
+const RING_WATCH: Duration = Duration::from_nanos(500);
 /// How long the acceptor waits for a new connection's first frame (a client sends its HELLO
 /// right after connecting) before it hands the connection to the next worker in turn.
 const HELLO_WAIT: Duration = Duration::from_millis(50);
@@ -561,6 +564,8 @@ impl Worker {
         if let Err(e) = self.slice.store().defer_settle(true) {
             tracing::error!(worker = self.me, error = %e, "settling the store failed");
         }
+        // Cores named for the workers are theirs alone: a spinning worker need not yield.
+        let own_core = self.cfg.pin && !self.cfg.cpus.is_empty();
         let mut last_usage = Instant::now() - USAGE_EVERY;
         let mut marked_idle = false;
         let mut last_work = Instant::now();
@@ -596,6 +601,14 @@ impl Worker {
             let drained = self.drain(&mut poller);
             if polled? + drained > 0 {
                 last_work = Instant::now();
+            } else if spinning && own_core {
+                // Instead of a yield (about as long), watch the rings: a request forwarded
+                // here, or the reply to one forwarded from here, is served at once rather
+                // than after the next round of system calls (§III-B's two forwards).
+                if self.watch_rings(RING_WATCH) {
+                    self.drain(&mut poller);
+                    last_work = Instant::now();
+                }
             } else if spinning {
                 // Spinning must not keep a client or another worker off a shared core.
                 std::thread::yield_now();
@@ -843,6 +856,20 @@ impl Worker {
             if std::mem::take(pushed) {
                 wake_if_sleeping(&self.shared[to], &self.handles[to]);
             }
+        }
+    }
+
+    /// Spins up to `span` until a ring holds a message; whether one does.
+    fn watch_rings(&self, span: Duration) -> bool {
+        let until = Instant::now() + span;
+        loop {
+            if self.from.iter().any(|c| !c.is_empty()) || !self.copied.is_empty() {
+                return true;
+            }
+            if Instant::now() >= until {
+                return false;
+            }
+            std::hint::spin_loop();
         }
     }
 

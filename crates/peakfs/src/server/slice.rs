@@ -28,7 +28,13 @@ pub struct Slice {
     store: PStore,
     /// Directories being removed (rmdir of a bigdir): no new entries here.
     sealed: U64Set,
+    /// Inos whose local inode was seen to be a directory. A type never changes and an ino is
+    /// never handed out twice, so a parent checked once needs no inode read per create.
+    known_dirs: U64Set,
 }
+
+/// Most entries of [`Slice::known_dirs`] (it starts over when full).
+const KNOWN_DIRS_MAX: usize = 1 << 16;
 
 fn fail(e: PStoreError) -> Failure {
     let errno = match &e {
@@ -117,6 +123,7 @@ impl Slice {
         Self {
             store,
             sealed: U64Set::default(),
+            known_dirs: U64Set::default(),
         }
     }
 
@@ -145,10 +152,20 @@ impl Slice {
                 format!("directory {pino} is being removed"),
             ));
         }
+        if self.known_dirs.contains(&pino) {
+            return Ok(());
+        }
         // When the parent's inode is here (regular directories always), it must be a directory.
         match self.local(pino)? {
             Some(p) if !is_dir_mode(p.mode) => Err(err(Errno::ENOTDIR, format!("{pino}"))),
-            _ => Ok(()),
+            Some(_) => {
+                if self.known_dirs.len() >= KNOWN_DIRS_MAX {
+                    self.known_dirs.clear();
+                }
+                self.known_dirs.insert(pino);
+                Ok(())
+            }
+            None => Ok(()),
         }
     }
 
@@ -367,21 +384,27 @@ impl Slice {
                 name,
             } => {
                 self.check_open_dir(pino)?;
-                if let Some(ino) = self.store.lookup(pino, name) {
-                    match self.local(ino)? {
-                        Some(i) if !excl => Reply::Attr(attr(&i)),
-                        _ => return Err(err(Errno::EEXIST, String::from_utf8_lossy(name))),
+                let new = NewInode {
+                    mode,
+                    uid,
+                    gid,
+                    rdev,
+                    hint: hint_to_store(hint),
+                };
+                // The store refuses an existing name itself: one dentry lookup, not two.
+                match self.store.create_inode(pino, name, &new) {
+                    Ok(i) => Reply::Attr(attr(&i)),
+                    Err(PStoreError::Exists(_)) if !excl => {
+                        let ino = self
+                            .store
+                            .lookup(pino, name)
+                            .ok_or_else(|| err(Errno::ENOENT, String::from_utf8_lossy(name)))?;
+                        match self.local(ino)? {
+                            Some(i) => Reply::Attr(attr(&i)),
+                            None => return Err(err(Errno::EEXIST, String::from_utf8_lossy(name))),
+                        }
                     }
-                } else {
-                    let new = NewInode {
-                        mode,
-                        uid,
-                        gid,
-                        rdev,
-                        hint: hint_to_store(hint),
-                    };
-                    let i = self.store.create_inode(pino, name, &new).map_err(fail)?;
-                    Reply::Attr(attr(&i))
+                    Err(e) => return Err(fail(e)),
                 }
             }
             Request::MkInode {
