@@ -22,6 +22,16 @@ struct Cluster {
     uri: String,
 }
 
+impl Cluster {
+    /// Stops the servers cleanly (each checkpoints), then the master.
+    fn stop(self) {
+        for s in self.servers {
+            s.stop().unwrap();
+        }
+        self.master.stop().unwrap();
+    }
+}
+
 fn server_cfg(master: &str, data: &Path) -> ServerConfig {
     ServerConfig {
         master: master.into(),
@@ -119,10 +129,7 @@ fn bigdir_files_spread_over_both_servers_and_their_data_reads_back() {
     assert_eq!(cl.lookup(&root, "mdtest.0.3"), Err(Errno::ENOENT));
     assert_eq!(cl.getattr(f.ino), Err(Errno::ENOENT));
     cl.close();
-    for s in c.servers {
-        s.stop().unwrap();
-    }
-    c.master.stop().unwrap();
+    c.stop();
 }
 
 /// Requests the cluster's workers forwarded to another worker so far.
@@ -189,10 +196,7 @@ fn a_directory_made_near_its_client_serves_that_client_without_a_hop() {
         );
     }
     drop((near, far));
-    for s in c.servers {
-        s.stop().unwrap();
-    }
-    c.master.stop().unwrap();
+    c.stop();
 }
 
 #[test]
@@ -233,10 +237,7 @@ fn clients_numbered_by_the_master_keep_their_directories_on_slices_of_their_own(
         );
     }
     drop(clients);
-    for s in c.servers {
-        s.stop().unwrap();
-    }
-    c.master.stop().unwrap();
+    c.stop();
 }
 
 #[test]
@@ -266,10 +267,7 @@ fn a_connection_without_hello_is_served_by_the_next_worker_in_turn() {
     let id = rpc.submit(Opcode::ECHO, &[b"x"]).unwrap();
     assert_eq!(rpc.next_reply().unwrap().header.request_id, id);
     drop(rpc);
-    for s in c.servers {
-        s.stop().unwrap();
-    }
-    c.master.stop().unwrap();
+    c.stop();
 }
 
 #[test]
