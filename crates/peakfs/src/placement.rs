@@ -12,9 +12,10 @@
 //!   sub-files, on the slice of its own inode (`λ = home(d)`). The paper sends the inode of a
 //!   sub-directory to the server `hash(d, name)` names; here, by default (MKINODE `near`), it
 //!   goes to the creating client's *home slice*: client number `i` (handed out by the master,
-//!   consecutive over the clients that connect) is at home on slice `i mod slots`, and every
-//!   server serves that client on the home slice's worker (its HELLO asks for it), so the
-//!   worker that receives the MKINODE keeps the inode. The dentry in `d` holds the ino, so
+//!   consecutive over the clients that connect) is served on every server by worker `i mod T`
+//!   (§III-B; its HELLO asks for it) and is at home on that worker's slice of server
+//!   `(i / T) mod servers`, so the worker that receives the MKINODE keeps the inode, and any
+//!   `servers × T` consecutive clients have homes on different slices. The dentry in `d` holds the ino, so
 //!   nothing needs to recompute the choice. This is ours, not the paper's: a directory is
 //!   mostly used by the client that made it (mdtest's per-process directories, per-rank output
 //!   directories); then every operation on its children runs to completion on the thread that

@@ -212,6 +212,14 @@ fn clients_numbered_by_the_master_keep_their_directories_on_slices_of_their_own(
     let mut clients: Vec<LibClient> = (0..slots)
         .map(|_| LibClient::connect(&uri, ClientOptions::default()).unwrap())
         .collect();
+    // Consecutive clients: consecutive threads (client i to thread i mod T, §III-B).
+    let threads: Vec<u32> = clients
+        .iter()
+        .map(|cl| layout.route(cl.home()).worker)
+        .collect();
+    for pair in threads.windows(2) {
+        assert_eq!(pair[1], (pair[0] + 1) % layout.workers(), "{threads:?}");
+    }
     let mut homes: Vec<_> = clients.iter().map(|cl| layout.route(cl.home())).collect();
     homes.sort_by_key(|r| (r.server, r.worker));
     homes.dedup();

@@ -329,16 +329,20 @@ impl Client {
         Self::numbered(layout, addrs, opts, number)
     }
 
-    /// Client number `number` (§III-B's client i) is at home on slice `number mod slots`, and
-    /// asks every server for the worker of that slice as its communicating thread.
+    /// Client number `number` (§III-B's client i) asks every server for communicating thread
+    /// `i mod T`, and is at home on that thread's slice of server `(i / T) mod servers`:
+    /// consecutive numbers have homes on different slices, all of them in turn.
     fn numbered(
         layout: Layout,
         addrs: Vec<String>,
         opts: ClientOptions,
         number: u64,
     ) -> Result<Self> {
-        let home = number % u64::from(layout.slots());
-        let thread = u64::from(layout.route(home).worker);
+        let (servers, threads) = (u64::from(layout.servers()), u64::from(layout.workers()));
+        let thread = number % threads;
+        let server = (number / threads) % servers;
+        // Both below 2^15 (a layout's bound), so the casts are exact.
+        let home = u64::from(layout.slot(server as u32, thread as u32));
         let conns = Conns::connect(
             layout,
             addrs,

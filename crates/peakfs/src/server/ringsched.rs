@@ -7,8 +7,9 @@
 //! - Every worker is also a communicating thread: the acceptor hands client `i` to worker
 //!   `i mod T` (link-reduced dispatch), whose fabric poller receives all of that client's
 //!   requests. The client says which `i` in its first frame (HELLO, numbered by the master;
-//!   see [`crate::protocol`]); a connection that does not gets the next worker in turn. A request whose λ routes to another worker is forwarded through the SPSC ring of
-//!   that ordered pair of workers; the owner sends the reply back through the reverse ring, and
+//!   see [`crate::protocol`]); a connection that does not gets the next worker in turn. A
+//!   request whose λ routes to another worker is forwarded through the SPSC ring of that
+//!   ordered pair of workers; the owner sends the reply back through the reverse ring, and
 //!   the communicating thread sends it to the client. The one exception is a MKINODE with
 //!   `near` ([`Request::runs_on_receiver`]): it runs on the communicating thread's own slice,
 //!   so that a directory a client creates lives on the worker that serves that client, and its
@@ -453,8 +454,8 @@ fn first_frame_thread(conn: &TcpConnection, since: Instant) -> Option<Option<usi
             if n < HELLO_LEN {
                 return if patient { None } else { Some(None) };
             }
-            let thread = hello_thread(h.opcode, &first[HEADER_LEN..])?;
-            Some(Some(usize::try_from(thread).unwrap_or(usize::MAX)))
+            let thread = hello_thread(h.opcode, &first[HEADER_LEN..]);
+            Some(thread.map(|t| usize::try_from(t).unwrap_or(usize::MAX)))
         }
         Ok(_) | Err(_) => Some(None),
     }
