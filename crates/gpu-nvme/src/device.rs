@@ -646,9 +646,6 @@ impl Drop for NvmeDevice {
     }
 }
 
-/// Direct reads of every `(first block, buffer)` of `reqs`, request `i` on `queues[i mod n]`, up
-/// to half of each queue's depth in flight on it. Every request is checked before the first is
-/// sent; the first failure is returned after all of them have completed.
 /// The way data moves in a direct command.
 #[derive(Clone, Copy)]
 enum Direction {
@@ -674,7 +671,9 @@ fn read_targets(reqs: &mut [(u64, &mut [u8])]) -> Vec<(u64, *mut u8, usize)> {
 
 /// Direct commands for `reqs` (`(lba, buffer, bytes)`, buffers that the caller keeps
 /// borrowed, mutably for reads, for the whole call), request `i` on queue `i mod queues`, up
-/// to half of each queue's depth in flight; returns once every command has completed.
+/// to half of each queue's depth in flight; returns once every command has completed. Every
+/// request is checked before the first is sent; the first failure is returned after all of
+/// them have completed.
 fn direct_over(
     queues: &[HostQueueHandle<'_>],
     dir: Direction,

@@ -16,8 +16,9 @@
 //!   the home slice's worker: processes numbered one after another by the master have homes on
 //!   different slices, so up to `servers × workers` processes each have a thread of their
 //!   own, and no request waits for a server thread that went to sleep while the process
-//!   talked to other servers: the ceiling is the best round trip the RPC layer gives. Pipelined echoes go round-robin
-//!   over the servers in bursts, which keeps every server's threads busy;
+//!   talked to other servers: the ceiling is the best round trip the RPC layer gives.
+//!   Pipelined echoes go round-robin over the servers in bursts, which keeps every server's
+//!   threads busy;
 //! - `echo-spread`: one in flight, each to the server that the λ of a bigdir entry with the
 //!   same name as the mdtest phases' picks: the load spreads over the servers as the bigdir's
 //!   does (at any moment some servers have several requests waiting and others none), with the
@@ -188,9 +189,8 @@ impl Worker {
             data: DataDist::Block,
             bigdir: false,
         };
-        let dir = format!("{}/p{rank}", cfg.root);
-        client.mkdir(&dir, 0o755, Some(private))?;
-        let home = home_lambda(client.stat(&dir)?.ino);
+        let dir = client.mkdir(&format!("{}/p{rank}", cfg.root), 0o755, Some(private))?;
+        let home = home_lambda(dir.ino);
         Ok(Self {
             cfg,
             rank,

@@ -15,16 +15,16 @@
 //!   consecutive over the clients that connect) is served on every server by worker `i mod T`
 //!   (§III-B; its HELLO asks for it) and is at home on that worker's slice of server
 //!   `(i / T) mod servers`, so the worker that receives the MKINODE keeps the inode, and any
-//!   `servers × T` consecutive clients have homes on different slices. The dentry in `d` holds the ino, so
-//!   nothing needs to recompute the choice. This is ours, not the paper's: a directory is
-//!   mostly used by the client that made it (mdtest's per-process directories, per-rank output
-//!   directories); then every operation on its children runs to completion on the thread that
-//!   receives it, without the hop to another worker and back (§III-B counts two forwards for
-//!   a request whose slice is elsewhere), and N clients' directories lie on N different slices
-//!   (with the name's hash, several land on one slice by chance and its clients queue there
-//!   while other slices idle: 8 processes on 4 x 2 slices had 2-4 of them on the busiest
-//!   slice, and the phase took as long as the busiest slice's). A tree one client makes for
-//!   many others lies on one slice; such trees want the hash (`--spread-dirs`:
+//!   `servers × T` consecutive clients have homes on different slices. The dentry in `d`
+//!   holds the ino, so nothing needs to recompute the choice. This is ours, not the paper's:
+//!   a directory is mostly used by the client that made it (mdtest's per-process directories,
+//!   per-rank output directories); then every operation on its children runs to completion on
+//!   the thread that receives it, without the hop to another worker and back (§III-B counts
+//!   two forwards for a request whose slice is elsewhere), and N clients' directories lie on
+//!   N different slices (with the name's hash, several land on one slice by chance and its
+//!   clients queue there while other slices idle: 8 processes on 4 x 2 slices had 2-4 of them
+//!   on the busiest slice, and the phase took as long as the busiest slice's). A tree one
+//!   client makes for many others lies on one slice; such trees want the hash (`--spread-dirs`:
 //!   `ClientOptions::dirs_near_client` off, server and worker by `hash(d, name)`) or bigdirs;
 //! - a **bigdir** `b` shards each child (dentry and inode together) by `λ = hash(b, name)`.
 //!

@@ -57,9 +57,9 @@ impl DentryCache {
         }
     }
 
-    /// When the cached entry `name` of `pino` expires.
-    pub fn expiry(&self, pino: u64, name: &[u8]) -> Option<Instant> {
-        self.dirs.get(&pino)?.get(name).map(|(_, until)| *until)
+    /// The cached entry `name` of `pino` and when it expires (expired or not).
+    pub fn entry(&self, pino: u64, name: &[u8]) -> Option<(Attr, Instant)> {
+        self.dirs.get(&pino)?.get(name).copied()
     }
 
     /// The attributes of directory path `dir` if it is the one resolved last and none of its

@@ -1425,8 +1425,7 @@ impl Client {
         let mut pino = ROOT_INO;
         let mut until = None::<Instant>;
         for c in comps {
-            let Some((a, expiry)) = self.dcache.get(pino, c).zip(self.dcache.expiry(pino, c))
-            else {
+            let Some((a, expiry)) = self.dcache.entry(pino, c) else {
                 return;
             };
             until = Some(until.map_or(expiry, |u| u.min(expiry)));

@@ -160,7 +160,7 @@ impl Zone {
                 let mut reqs: Vec<(u64, &mut [u8])> = buf
                     .chunks_mut(DIRECT_CHUNK)
                     .enumerate()
-                    .map(|(i, c)| (self.direct_lba(lba, i), c))
+                    .map(|(i, c)| (self.lba_at(lba, i * DIRECT_CHUNK), c))
                     .collect();
                 Ok(h.read_direct_many(&mut reqs)?)
             }
@@ -196,7 +196,7 @@ impl Zone {
                     .flat_map(|&(lba, buf)| {
                         buf.chunks(DIRECT_CHUNK)
                             .enumerate()
-                            .map(move |(i, c)| (self.direct_lba(lba, i), c))
+                            .map(move |(i, c)| (self.lba_at(lba, i * DIRECT_CHUNK), c))
                     })
                     .collect();
                 Ok(h.write_direct_many(&reqs)?)
@@ -211,25 +211,20 @@ impl Zone {
         }
     }
 
-    /// The first LBA of direct command `i` of a transfer starting at `lba`.
-    fn direct_lba(&self, lba: u64, i: usize) -> u64 {
-        lba + (i * DIRECT_CHUNK / PAGE) as u64 * self.lbas_per_page
+    /// The LBA `bytes` (whole pages) into a transfer starting at `lba`.
+    fn lba_at(&self, lba: u64, bytes: usize) -> u64 {
+        lba + (bytes / PAGE) as u64 * self.lbas_per_page
     }
 
     /// Moves whole pages through the worker's own queue and its bounce slots, one command per
     /// slot's worth of consecutive pages, keeping up to half the queue depth in flight.
     fn pipelined(&self, h: HostQueueHandle<'_>, mut io: Io<'_, '_>) -> Result<(), ZoneError> {
         let chunk = (self.dev.slot_bytes() as usize / PAGE).max(1) * PAGE;
-        let lbas_per_page = self.lbas_per_page;
         // Every command: its first LBA, its run, and its bytes within the run.
-        let split = move |r: usize, lba: u64, len: usize| {
-            (0..len).step_by(chunk).map(move |s| {
-                (
-                    lba + (s / PAGE) as u64 * lbas_per_page,
-                    r,
-                    s..len.min(s + chunk),
-                )
-            })
+        let split = |r: usize, lba: u64, len: usize| {
+            (0..len)
+                .step_by(chunk)
+                .map(move |s| (self.lba_at(lba, s), r, s..len.min(s + chunk)))
         };
         let cmds: Vec<(u64, usize, Range<usize>)> = match &io {
             Io::Read(lba, buf) => split(0, *lba, buf.len()).collect(),
@@ -246,7 +241,7 @@ impl Zone {
         while (next < cmds.len() && result.is_ok()) || !inflight.is_empty() {
             if next < cmds.len() && result.is_ok() && inflight.len() < window {
                 let (at, r, bytes) = &cmds[next];
-                let blocks = ((bytes.len() / PAGE) as u64 * lbas_per_page) as u32;
+                let blocks = ((bytes.len() / PAGE) as u64 * self.lbas_per_page) as u32;
                 let submitted = match &io {
                     Io::Read(..) => h.submit(false, *at, blocks, false, |_| {}),
                     Io::Write(runs) => h.submit(true, *at, blocks, false, |slot| {

@@ -157,8 +157,9 @@ impl Storage {
                 // Metadata operations reach the device rarely and in bursts (log syncs, Icache
                 // write-backs). A controller thread that yields for milliseconds after each
                 // burst (the default) takes turns on the cores the workers and the clients
-                // run on: with 2,000 yields (about a millisecond) before it sleeps, metadata throughput
-                // on 16 cores went up 4-8 % (bench/results/2026-11-26-peakfs-placement).
+                // run on: with 2,000 yields (about a millisecond) before it sleeps, metadata
+                // throughput on 16 cores went up 2-8 %, IOR reads level or better
+                // (bench/results/2026-11-26-peakfs-placement, calls X-Z).
                 fc.idle = IdleBackoff {
                     spins: 2_000,
                     yields: 2_000,
