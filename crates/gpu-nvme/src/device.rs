@@ -1020,6 +1020,18 @@ impl HostQueueHandle<'_> {
         }
     }
 
+    /// Submits a Flush through this queue: once it completes, every write that completed
+    /// before it was submitted is durable (NVMe 1.4 §6.8, whichever queue carried the write).
+    pub fn submit_flush(&self) -> Result<Ticket, DeviceError> {
+        Ok(self.q.qp.submit(SubmissionEntry::flush(0, 1)?))
+    }
+
+    /// Flushes through this queue and waits for it (see [`submit_flush`](Self::submit_flush)).
+    pub fn flush(&self) -> Result<(), DeviceError> {
+        let t = self.submit_flush()?;
+        self.dev.finish(self.q, t, "flush")
+    }
+
     /// The completion of `t`, if posted (consumes it; the slot stays reserved).
     pub fn poll(&self, t: Ticket) -> Option<CompletionEntry> {
         self.q.qp.poll(t)

@@ -292,3 +292,24 @@ fn direct_writes_take_their_data_from_the_callers_buffers() {
         );
     }
 }
+
+#[test]
+fn a_flush_through_a_host_queue_completes_there_and_moves_no_data() {
+    let (file, _) = seeded_file();
+    let ctrl: Arc<dyn Controller> =
+        FileController::new(config(file.path(), FileBackend::Uring)).unwrap();
+    let dev = NvmeDevice::open(ctrl, DeviceConfig::default()).unwrap();
+    let q = dev.host_queue(1).unwrap();
+    let before = dev.controller().stats();
+    let t = q.submit_flush().unwrap();
+    let cqe = q.wait(t, std::time::Duration::from_secs(10)).unwrap();
+    q.release(t);
+    assert!(cqe.status().is_success(), "{:?}", cqe.status());
+    q.flush().unwrap();
+    let after = dev.controller().stats();
+    assert_eq!(after.commands - before.commands, 2, "{after:?}");
+    assert_eq!(
+        (after.writes, after.reads, after.errors),
+        (before.writes, before.reads, 0)
+    );
+}

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use gpu_nvme::controller::file::{FileController, FileControllerConfig};
 use gpu_nvme::device::{DeviceConfig, NvmeDevice};
 use peakfs::pstore::inode::Hint;
-use peakfs::pstore::zone::{Zone, ZoneError};
+use peakfs::pstore::zone::{WriteBehind, Zone, ZoneError};
 use peakfs::pstore::{NewInode, PStore, PStoreConfig, PStoreError, Relink, SetAttr};
 use proptest::prelude::*;
 use pstore_support::{check_pages, small_config, swarm, swarm_queues};
@@ -578,6 +578,55 @@ fn workers_with_their_own_queues_share_a_namespace_in_disjoint_zones() {
     let mut bad = small_config(512);
     bad.queue = Some(2);
     assert!(PStore::open(dev, &bad).is_err(), "queue 2 does not exist");
+}
+
+#[test]
+fn a_write_behind_batch_copies_at_staging_joins_neighbours_and_waits_at_its_flush() {
+    let (_ctrl, dev) = swarm_queues(32 << 20, 512, 2);
+    let zone = Zone::new(dev.clone(), Some(0), 8, 64 * 8).unwrap();
+    let mut batch = WriteBehind::default();
+    assert!(
+        matches!(zone.pump(&mut batch), Some(Err(ZoneError::NoQueue { .. }))),
+        "a zone without a write-back queue refuses"
+    );
+    let zone = zone.with_write_back_queue(1).unwrap();
+    assert!(
+        zone.clone().with_write_back_queue(2).is_err(),
+        "queue 2 does not exist"
+    );
+    let mut page = vec![1u8; 4096];
+    zone.stage_write(&mut batch, 3, &page).unwrap();
+    // Changed after staging: the device gets the bytes as they were.
+    page.fill(7);
+    zone.stage_write(&mut batch, 4, &[2u8; 4096]).unwrap();
+    zone.stage_flush(&mut batch);
+    zone.stage_write(&mut batch, 20, &[3u8; 4096]).unwrap();
+    assert!(matches!(
+        zone.stage_write(&mut batch, 64, &[4u8; 4096]),
+        Err(ZoneError::Range { .. })
+    ));
+    let writes = dev.controller().stats().writes;
+    // The first round sends what precedes the flush and stops there.
+    assert!(zone.pump(&mut batch).is_none());
+    let mut got = vec![0u8; 4096];
+    zone.read(20, &mut got).unwrap();
+    assert!(got.iter().all(|&x| x == 0), "page 20 waits for the flush");
+    zone.finish(&mut batch).unwrap();
+    assert!(!batch.is_busy());
+    // Pages 3 and 4 went as one command, page 20 as another.
+    assert_eq!(dev.controller().stats().writes - writes, 2);
+    for (p, v) in [(3, 1), (4, 2), (20, 3)] {
+        zone.read(p, &mut got).unwrap();
+        assert!(got.iter().all(|&x| x == v), "page {p}");
+    }
+    // An abandoned batch sends nothing more.
+    zone.stage_write(&mut batch, 30, &[5u8; 4096]).unwrap();
+    zone.stage_flush(&mut batch);
+    zone.stage_write(&mut batch, 31, &[6u8; 4096]).unwrap();
+    zone.pump(&mut batch);
+    zone.abandon(&mut batch).unwrap();
+    zone.read(31, &mut got).unwrap();
+    assert!(got.iter().all(|&x| x == 0), "page 31 was never sent");
 }
 
 #[test]

@@ -12,7 +12,8 @@ use gpu_nvme::device::NvmeDevice;
 use peakfs::pstore::inode::Hint;
 use peakfs::pstore::{PStore, PStoreConfig, Relink};
 use proptest::prelude::*;
-use pstore_support::{check_pages, small_config, swarm};
+use pstore_support::{check_pages, small_config, swarm, swarm_queues};
+use swarmio::SwarmIo;
 
 const REG: u32 = 0o100644;
 /// Zone page where the WAL starts (after the two superblock copies).
@@ -93,14 +94,20 @@ fn step(s: &mut PStore, m: &mut Model, op: &Op) {
     }
 }
 
-fn crash_config() -> PStoreConfig {
+/// A store over a fresh emulated SSD with two host queues; with `behind`, the second carries
+/// Icache write-backs the store does not wait for.
+fn crash_store(behind: bool) -> (Arc<SwarmIo>, Arc<NvmeDevice>, PStoreConfig) {
+    let (ctrl, dev) = swarm_queues(32 << 20, 4096, 2);
     let mut c = small_config(4096);
-    // A tiny Icache makes write-backs (and the log syncs before them) frequent.
+    // A tiny Icache makes write-backs (and the log syncs before them) frequent: with one
+    // dirty block allowed, every inode change starts one, and with both blocks on their way
+    // to the device the next miss waits for them.
     c.icache_blocks = 2;
     c.dirty_ratio = 0.5;
     // The worker's own queue (the other tests use the device's shared queues).
     c.queue = Some(0);
-    c
+    c.write_back_queue = behind.then_some(1);
+    (ctrl, dev, c)
 }
 
 proptest! {
@@ -109,9 +116,9 @@ proptest! {
     fn after_a_power_cut_the_state_is_one_reached_since_the_last_fsync(
         ops in prop::collection::vec(op(), 1..40),
         defer in any::<bool>(),
+        behind in any::<bool>(),
     ) {
-        let (ctrl, dev) = swarm(32 << 20, 4096);
-        let cfg = crash_config();
+        let (ctrl, dev, cfg) = crash_store(behind);
         let mut s = PStore::format(dev.clone(), &cfg).unwrap();
         s.defer_settle(defer).unwrap();
         let mut m = Model::new();
@@ -230,9 +237,9 @@ proptest! {
     fn after_a_power_cut_link_counts_match_the_names_and_no_orphan_is_left(
         ops in prop::collection::vec(link_op(), 1..40),
         defer in any::<bool>(),
+        behind in any::<bool>(),
     ) {
-        let (ctrl, dev) = swarm(32 << 20, 4096);
-        let cfg = crash_config();
+        let (ctrl, dev, cfg) = crash_store(behind);
         let mut s = PStore::format(dev.clone(), &cfg).unwrap();
         s.defer_settle(defer).unwrap();
         let mut m = Names::new();
@@ -419,4 +426,149 @@ fn a_corrupt_checkpoint_or_superblock_is_reported_not_trusted() {
     dev.write_blocks(0, &sb).unwrap();
     let mut r = PStore::open(dev, &cfg).unwrap();
     assert_eq!(state(&mut r).len(), 2, "restored bytes open again");
+}
+
+#[derive(Debug, Clone)]
+enum ManyOp {
+    /// Creates file k with k's pattern in its first bytes (an inode change beyond the
+    /// create, and data the log names).
+    Create(u16, u16),
+    Unlink(u16),
+    Fsync,
+}
+
+fn many_op() -> impl Strategy<Value = ManyOp> {
+    prop_oneof![
+        6 => (0u16..400, 0u16..300).prop_map(|(k, n)| ManyOp::Create(k, n)),
+        3 => (0u16..400).prop_map(ManyOp::Unlink),
+        1 => Just(ManyOp::Fsync),
+    ]
+}
+
+fn many_name(k: u16) -> Vec<u8> {
+    format!("r{k:04}").into_bytes()
+}
+
+/// Name → size of the files in directory 1 (each holds its name's pattern).
+type Sizes = BTreeMap<Vec<u8>, u64>;
+
+fn many_state(s: &mut PStore) -> Sizes {
+    let mut m = Sizes::new();
+    for (name, ino) in s.readdir(1, None, usize::MAX) {
+        let size = s.getattr(ino).unwrap().size;
+        let mut buf = vec![0u8; size as usize];
+        assert_eq!(s.read(ino, 0, &mut buf).unwrap(), buf.len());
+        assert!(
+            buf.iter().all(|&b| b == name[4]),
+            "{} holds bytes not its own",
+            String::from_utf8_lossy(&name)
+        );
+        m.insert(name, size);
+    }
+    m
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    /// Hundreds of inodes over many Icache blocks, three of them cached and one allowed
+    /// dirty: write-backs start at almost every change, with the next one (or a miss) waiting
+    /// for the one in flight when the I/O writes behind.
+    #[test]
+    fn after_a_power_cut_with_write_backs_in_flight_the_state_is_one_since_the_last_fsync(
+        ops in prop::collection::vec(many_op(), 1..300),
+        defer in any::<bool>(),
+        behind in any::<bool>(),
+    ) {
+        let (ctrl, dev, mut cfg) = crash_store(behind);
+        cfg.icache_blocks = 3;
+        cfg.dirty_ratio = 0.34;
+        let mut s = PStore::format(dev.clone(), &cfg).unwrap();
+        s.defer_settle(defer).unwrap();
+        let mut m = Sizes::new();
+        let mut allowed = vec![m.clone()];
+        for op in &ops {
+            match *op {
+                ManyOp::Create(k, n) => {
+                    let name = many_name(k);
+                    if !m.contains_key(&name) {
+                        let i = s.create(1, &name, REG, 0, 0, Hint::default()).unwrap();
+                        // Two operations: a write-back between them makes the empty file
+                        // durable.
+                        m.insert(name.clone(), 0);
+                        allowed.push(m.clone());
+                        s.write(i.ino, 0, &vec![name[4]; usize::from(n)]).unwrap();
+                        m.insert(name, u64::from(n));
+                    }
+                }
+                ManyOp::Unlink(k) => {
+                    if m.remove(&many_name(k)).is_some() {
+                        s.unlink(1, &many_name(k)).unwrap();
+                    }
+                }
+                ManyOp::Fsync => {
+                    s.fsync().unwrap();
+                    allowed.clear();
+                }
+            }
+            // Between requests a server moves the write-back on.
+            s.pump().unwrap();
+            allowed.push(m.clone());
+        }
+        drop(s);
+        ctrl.power_cut().unwrap();
+        let mut r = PStore::open(dev, &cfg).unwrap();
+        let got = many_state(&mut r);
+        prop_assert!(
+            allowed.contains(&got),
+            "recovered {} files, none of the {} allowed states",
+            got.len(),
+            allowed.len()
+        );
+        check_pages(&mut r);
+    }
+}
+
+#[test]
+fn a_write_back_over_the_dirty_limit_goes_behind_and_completes_between_requests() {
+    for behind in [true, false] {
+        let (_ctrl, dev, mut cfg) = crash_store(behind);
+        cfg.icache_blocks = 8;
+        cfg.dirty_ratio = 0.25;
+        let mut s = PStore::format(dev.clone(), &cfg).unwrap();
+        // Two dirty blocks allowed: the third block's first inode starts a write-back.
+        let mut started = None;
+        for k in 0..3 * 32 {
+            s.create(1, &many_name(k), REG, 0, 0, Hint::default())
+                .unwrap();
+            if s.pump().unwrap() {
+                started = Some(k);
+                break;
+            }
+        }
+        if !behind {
+            assert_eq!(
+                started, None,
+                "synchronous write-backs leave nothing in flight"
+            );
+            assert!(s.stats().icache.write_backs > 0);
+            continue;
+        }
+        assert!(
+            started.is_some(),
+            "no write-back in flight after 96 creates"
+        );
+        assert_eq!(
+            s.stats().icache.write_backs,
+            0,
+            "counted once the device has them"
+        );
+        while s.pump().unwrap() {
+            std::thread::yield_now();
+        }
+        assert!(s.stats().icache.write_backs > 0);
+        // The blocks are ready again and the store is consistent on reopening.
+        drop(s);
+        let mut r = PStore::open(dev, &cfg).unwrap();
+        assert_eq!(many_state(&mut r).len(), usize::from(started.unwrap()) + 1);
+    }
 }

@@ -10,9 +10,14 @@
 //! the same read when a block can be spared for it, since inodes of a directory are allocated
 //! together. A block that holds no inode yet is not read at all ([`Icache::install_empty`]).
 //!
-//! I/O is synchronous here, so *read* and *write* last for the duration of one device call;
-//! the blocks of one write-back batch go to the device in one call, their writes in flight
-//! together.
+//! Reads are synchronous, so *read* lasts for the duration of one device call. A write-back
+//! over the dirty limit goes *behind* when the I/O can ([`InodeIo::start_write_behind`]): the
+//! log and the blocks' bytes as they are now are handed over, the blocks stay in *write* while
+//! the owner goes on, and [`Icache::poll_write_behind`] returns them to *ready* once the
+//! device has them (a block changed meanwhile is *dirty* again and goes in a later batch).
+//! One batch is in flight at a time; when the dirty blocks reach twice the limit anyway, the
+//! next write waits for it. Otherwise, and for eviction and [`Icache::flush`], the blocks of a
+//! batch go to the device in one call, their writes in flight together.
 
 use super::table::U64Map;
 
@@ -27,6 +32,16 @@ pub trait InodeIo {
     fn write_blocks(&mut self, blocks: &[(u64, &[u8])]) -> Result<(), Self::Error>;
     /// Makes the log durable before any inode reaches its home location (the WAL rule).
     fn before_write_back(&mut self) -> Result<(), Self::Error>;
+    /// Starts writing the log, then (once it is durable) `blocks` without waiting; the bytes
+    /// are taken now. `Ok(false)`: this I/O cannot, the caller writes them synchronously.
+    fn start_write_behind(&mut self, _blocks: &[(u64, &[u8])]) -> Result<bool, Self::Error> {
+        Ok(false)
+    }
+    /// The result of the started write-behind once it is complete (waiting for it with
+    /// `wait`); `None` while it runs, and when none was started.
+    fn poll_write_behind(&mut self, _wait: bool) -> Option<Result<(), Self::Error>> {
+        None
+    }
 }
 
 /// The state of an Icache block (Fig. 8(b)).
@@ -91,6 +106,8 @@ pub struct Icache {
     tail: u32,
     dirty: usize,
     max_dirty: usize,
+    /// The blocks of the write-behind in flight.
+    writing: Vec<u32>,
     stats: IcacheStats,
 }
 
@@ -118,6 +135,7 @@ impl Icache {
             tail: NIL,
             dirty: 0,
             max_dirty: ((capacity as f64 * dirty_ratio) as usize).max(1),
+            writing: Vec::new(),
             stats: IcacheStats::default(),
         }
     }
@@ -185,6 +203,11 @@ impl Icache {
                 break;
             }
             cur = e.prev;
+        }
+        if cur == NIL && !self.writing.is_empty() {
+            // Nothing to evict but blocks on their way to the device: they will be ready.
+            self.poll_write_behind(io, true)?;
+            return self.take_free(io, pinned);
         }
         if cur == NIL {
             // Everything is dirty: write back the least recently used one.
@@ -332,23 +355,85 @@ impl Icache {
             self.dirty += 1;
         }
         if self.dirty > self.max_dirty {
-            // The least recently used dirty blocks, down to half the limit.
-            let keep = self.max_dirty / 2;
-            let mut victims = Vec::new();
-            let mut cur = self.tail;
-            while cur != NIL && self.dirty - victims.len() > keep {
-                if self.entries[cur as usize].state == State::Dirty {
-                    victims.push(cur);
-                }
-                cur = self.entries[cur as usize].prev;
-            }
-            self.write_back_all(io, &victims)?;
+            self.write_back_over_limit(io)?;
         }
         Ok(())
     }
 
-    /// Writes back every dirty block.
+    /// Writes back the least recently used dirty blocks, down to half the limit: behind if
+    /// the I/O can, after the batch in flight (if the dirty blocks reached twice the limit
+    /// meanwhile, that one is waited for; below, the next write tries again).
+    fn write_back_over_limit<I: InodeIo>(&mut self, io: &mut I) -> Result<(), I::Error> {
+        if !self.writing.is_empty()
+            && !self.poll_write_behind(io, self.dirty >= 2 * self.max_dirty)?
+        {
+            return Ok(());
+        }
+        let keep = self.max_dirty / 2;
+        let mut victims = Vec::new();
+        let mut cur = self.tail;
+        while cur != NIL && self.dirty - victims.len() > keep {
+            if self.entries[cur as usize].state == State::Dirty {
+                victims.push(cur);
+            }
+            cur = self.entries[cur as usize].prev;
+        }
+        // In block order: neighbours join one command.
+        victims.sort_unstable_by_key(|&i| self.entries[i as usize].block);
+        let blocks: Vec<(u64, &[u8])> = victims
+            .iter()
+            .map(|&i| {
+                let e = &self.entries[i as usize];
+                (e.block, &e.data[..])
+            })
+            .collect();
+        if !io.start_write_behind(&blocks)? {
+            return self.write_back_all(io, &victims);
+        }
+        for &i in &victims {
+            self.entries[i as usize].state = State::Write;
+        }
+        self.dirty -= victims.len();
+        self.writing = victims;
+        Ok(())
+    }
+
+    /// Moves the write-behind in flight on (waiting for it with `wait`); its blocks that did
+    /// not change meanwhile become *ready* once it completed (*dirty* again if it failed, to
+    /// be retried, and the failure is returned). Returns whether it is still in flight.
+    pub fn poll_write_behind<I: InodeIo>(
+        &mut self,
+        io: &mut I,
+        wait: bool,
+    ) -> Result<bool, I::Error> {
+        if self.writing.is_empty() {
+            return Ok(false);
+        }
+        let Some(r) = io.poll_write_behind(wait) else {
+            return Ok(true);
+        };
+        let next = if r.is_ok() {
+            State::Ready
+        } else {
+            State::Dirty
+        };
+        for i in std::mem::take(&mut self.writing) {
+            let e = &mut self.entries[i as usize];
+            if e.state == State::Write {
+                e.state = next;
+                if next == State::Dirty {
+                    self.dirty += 1;
+                } else {
+                    self.stats.write_backs += 1;
+                }
+            }
+        }
+        r.map(|()| false)
+    }
+
+    /// Writes back every dirty block (after the write-behind in flight).
     pub fn flush<I: InodeIo>(&mut self, io: &mut I) -> Result<(), I::Error> {
+        self.poll_write_behind(io, true)?;
         let dirty: Vec<u32> = (0..self.entries.len() as u32)
             .filter(|&i| self.entries[i as usize].state == State::Dirty)
             .collect();
@@ -400,6 +485,123 @@ mod tests {
             self.syncs += 1;
             Ok(())
         }
+    }
+
+    /// [`Mem`] whose write-backs go behind: staged copies land when `land` is set.
+    #[derive(Default)]
+    struct Behind {
+        mem: Mem,
+        staged: Option<Vec<(u64, Vec<u8>)>>,
+        land: bool,
+        fail: bool,
+    }
+
+    impl InodeIo for Behind {
+        type Error = ();
+        fn read_blocks(&mut self, block: u64, buf: &mut [u8]) -> Result<(), ()> {
+            self.mem.read_blocks(block, buf)
+        }
+        fn write_blocks(&mut self, blocks: &[(u64, &[u8])]) -> Result<(), ()> {
+            assert!(
+                self.staged.is_none(),
+                "a synchronous write beside one in flight"
+            );
+            self.mem.write_blocks(blocks)
+        }
+        fn before_write_back(&mut self) -> Result<(), ()> {
+            self.mem.before_write_back()
+        }
+        fn start_write_behind(&mut self, blocks: &[(u64, &[u8])]) -> Result<bool, ()> {
+            assert!(self.staged.is_none(), "one write-behind at a time");
+            let copies = blocks.iter().map(|&(b, d)| (b, d.to_vec())).collect();
+            self.staged = Some(copies);
+            Ok(true)
+        }
+        fn poll_write_behind(&mut self, wait: bool) -> Option<Result<(), ()>> {
+            if !(self.land || wait) {
+                return None;
+            }
+            let staged = self.staged.take()?;
+            if self.fail {
+                return Some(Err(()));
+            }
+            for (block, data) in staged {
+                self.mem.writes.push(block);
+                self.mem.blocks[block as usize].copy_from_slice(&data);
+            }
+            Some(Ok(()))
+        }
+    }
+
+    #[test]
+    fn a_write_back_behind_keeps_its_blocks_in_write_until_the_device_has_them() {
+        let mut io = Behind {
+            mem: zone(100),
+            ..Behind::default()
+        };
+        let mut c = Icache::new(10, 64, 100, 0.4);
+        for blk in [0, 10, 20, 30, 40] {
+            c.write(&mut io, blk, 0, &[0xEE]).unwrap();
+        }
+        assert_eq!(c.state_of(0), State::Write);
+        assert_eq!(
+            (c.state_of(20), c.state_of(30)),
+            (State::Write, State::Dirty)
+        );
+        assert_eq!(c.dirty_blocks(), 2, "blocks in write are not dirty");
+        assert!(io.mem.writes.is_empty());
+        // Changed in flight: dirty again, its staged copy holds the old byte.
+        c.write(&mut io, 10, 1, &[0x77]).unwrap();
+        assert_eq!((c.state_of(10), c.dirty_blocks()), (State::Dirty, 3));
+        assert!(
+            c.poll_write_behind(&mut io, false).unwrap(),
+            "still in flight"
+        );
+        io.land = true;
+        assert!(!c.poll_write_behind(&mut io, false).unwrap());
+        assert_eq!(io.mem.writes, vec![0, 10, 20], "in block order");
+        assert_eq!((io.mem.blocks[10][0], io.mem.blocks[10][1]), (0xEE, 10));
+        assert_eq!(
+            (c.state_of(0), c.state_of(10)),
+            (State::Ready, State::Dirty)
+        );
+        assert_eq!(
+            c.stats().write_backs,
+            2,
+            "the changed block is counted when written"
+        );
+        c.flush(&mut io).unwrap();
+        assert_eq!(io.mem.blocks[10][1], 0x77);
+        assert_eq!(c.dirty_blocks(), 0);
+    }
+
+    #[test]
+    fn a_failed_write_back_behind_makes_its_blocks_dirty_and_a_full_cache_waits_for_one() {
+        let mut io = Behind {
+            mem: zone(100),
+            fail: true,
+            ..Behind::default()
+        };
+        let mut c = Icache::new(4, 64, 100, 0.25);
+        c.write(&mut io, 1, 0, &[1]).unwrap();
+        c.write(&mut io, 2, 0, &[2]).unwrap();
+        assert_eq!((c.state_of(1), c.state_of(2)), (State::Write, State::Write));
+        io.land = true;
+        assert!(c.poll_write_behind(&mut io, false).is_err());
+        assert_eq!((c.state_of(1), c.dirty_blocks()), (State::Dirty, 2));
+        io.fail = false;
+        io.land = false;
+        // Two dirty blocks with one allowed: the next write sends both, then two more
+        // blocks fill the cache and a miss must wait for the write in flight.
+        c.write(&mut io, 3, 0, &[3]).unwrap();
+        assert_eq!(c.state_of(3), State::Write);
+        c.write(&mut io, 4, 0, &[4]).unwrap();
+        let mut b = [0u8; 1];
+        c.read(&mut io, 50, 0, &mut b).unwrap();
+        assert_eq!(b[0], 50);
+        // Written, then ready, and the least recently used of them evicted for block 50.
+        assert_eq!((io.mem.blocks[1][0], io.mem.blocks[2][0]), (1, 2));
+        assert_eq!((c.state_of(1), c.state_of(2)), (State::Free, State::Ready));
     }
 
     fn zone(n: usize) -> Mem {

@@ -53,7 +53,7 @@ use inode::{Hint, INODE_BYTES, Inode, InodeError};
 use pdata::PData;
 use table::{BlockTable, InodeTable, PageRun};
 use wal::{MAX_RECORD, Record, Wal};
-use zone::{PAGE, Zone, ZoneError};
+use zone::{PAGE, WriteBehind, Zone, ZoneError};
 
 const SB_MAGIC: u64 = u64::from_le_bytes(*b"PSTORE01");
 const CKPT_MAGIC: u64 = u64::from_le_bytes(*b"PSTCKPT1");
@@ -118,6 +118,9 @@ pub struct PStoreConfig {
     pub lbas: u64,
     /// The device's host queue this worker owns (`None`: the device's shared queues).
     pub queue: Option<usize>,
+    /// A second host queue this worker owns, for Icache write-backs it does not wait for
+    /// (`None`: write-backs are synchronous).
+    pub write_back_queue: Option<usize>,
     /// Inode slots (rounded up to whole Icache blocks). Format only.
     pub inode_slots: u64,
     /// Dentries the checkpoint area is sized for. Format only.
@@ -144,6 +147,7 @@ impl PStoreConfig {
             first_lba,
             lbas,
             queue: None,
+            write_back_queue: None,
             inode_slots: (approx_pages / 16).max(INODES_PER_BLOCK),
             max_dentries: (approx_pages / 16).max(INODES_PER_BLOCK),
             wal_pages: 256,
@@ -367,6 +371,19 @@ pub struct PStoreStats {
     pub icache: IcacheStats,
 }
 
+/// An Icache write-back in flight on the zone's write-back queue: the log pages, a flush,
+/// then the inode blocks (the WAL rule, without the worker waiting for it).
+#[derive(Debug, Default)]
+struct Behind {
+    batch: WriteBehind,
+    /// Whether a write-back was started and its result not yet taken.
+    started: bool,
+    /// The log bytes its log pages cover ([`Wal::mark_written`] once they are durable).
+    log_upto: Option<usize>,
+    /// Its result once complete, until the Icache takes it.
+    done: Option<Result<(), ZoneError>>,
+}
+
 /// The icache's view of the device: inode blocks, and the log (with the staged data pages it
 /// maps) to sync before write-back.
 struct MetaIo<'a> {
@@ -376,11 +393,32 @@ struct MetaIo<'a> {
     wal_start: u64,
     inode_start: u64,
     synced: &'a mut bool,
+    behind: &'a mut Behind,
 }
 
 impl MetaIo<'_> {
-    /// Writes the staged data pages, then the unwritten WAL frames, and flushes the device.
+    /// Records the result of the write-behind: its log pages are written if it succeeded
+    /// (otherwise the next log write writes them again).
+    fn complete_behind(&mut self, r: Result<(), ZoneError>) {
+        match self.behind.log_upto.take() {
+            Some(upto) if r.is_ok() => self.wal.mark_written(upto),
+            _ => {}
+        }
+        self.behind.done = Some(r);
+    }
+
+    /// Waits until no write-behind command is in flight (its result is kept for the Icache).
+    fn finish_behind(&mut self) {
+        if self.behind.started && self.behind.done.is_none() {
+            let r = self.zone.finish(&mut self.behind.batch);
+            self.complete_behind(r);
+        }
+    }
+
+    /// Writes the staged data pages, then the unwritten WAL frames, and flushes the device
+    /// (after any write-behind: the log is written in order).
     fn sync_log(&mut self) -> Result<(), PStoreError> {
+        self.finish_behind();
         self.data.write_out(self.zone)?;
         let (zone, wal_start) = (self.zone, self.wal_start);
         self.wal
@@ -411,6 +449,65 @@ impl InodeIo for MetaIo<'_> {
 
     fn before_write_back(&mut self) -> Result<(), PStoreError> {
         self.sync_log()
+    }
+
+    fn start_write_behind(&mut self, blocks: &[(u64, &[u8])]) -> Result<bool, PStoreError> {
+        if !self.zone.writes_behind() {
+            return Ok(false);
+        }
+        // The Icache takes each result before it starts another; anything left is waited out.
+        self.finish_behind();
+        self.behind.done = None;
+        // The log names the staged data pages: they go first, as in `sync_log`.
+        self.data.write_out(self.zone)?;
+        let staged = self.stage_behind(blocks);
+        if staged.is_err() {
+            self.behind.batch = WriteBehind::default();
+            self.behind.log_upto = None;
+            return staged.map(|()| false);
+        }
+        *self.synced = false;
+        self.behind.started = true;
+        if let Some(r) = self.zone.pump(&mut self.behind.batch) {
+            self.complete_behind(r);
+        }
+        Ok(true)
+    }
+
+    fn poll_write_behind(&mut self, wait: bool) -> Option<Result<(), PStoreError>> {
+        if !self.behind.started {
+            return None;
+        }
+        if wait {
+            self.finish_behind();
+        } else if self.behind.done.is_none()
+            && let Some(r) = self.zone.pump(&mut self.behind.batch)
+        {
+            self.complete_behind(r);
+        }
+        let r = self.behind.done.take()?;
+        self.behind.started = false;
+        Some(r.map_err(PStoreError::from))
+    }
+}
+
+impl MetaIo<'_> {
+    /// Stages the log pages not yet written, a flush, and `blocks` (their bytes as they are
+    /// now, which the log covers: inode images reach the Icache only after their records
+    /// reached the log buffer).
+    fn stage_behind(&mut self, blocks: &[(u64, &[u8])]) -> Result<(), PStoreError> {
+        let b = &mut self.behind;
+        if let Some((page, upto, pages)) = self.wal.unwritten() {
+            self.zone
+                .stage_write(&mut b.batch, self.wal_start + page, &pages)?;
+            b.log_upto = Some(upto);
+        }
+        self.zone.stage_flush(&mut b.batch);
+        for &(block, bytes) in blocks {
+            self.zone
+                .stage_write(&mut b.batch, self.inode_start + block, bytes)?;
+        }
+        Ok(())
     }
 }
 
@@ -443,13 +540,34 @@ pub struct PStore {
     defer: bool,
     /// Whether the device holds nothing unflushed.
     synced: bool,
+    /// The Icache write-back in flight, if any.
+    behind: Behind,
     checkpoints: u64,
 }
 
+impl Drop for PStore {
+    /// A store dropped with an Icache write-back in flight (a crash test, a failed start)
+    /// submits nothing more of it and waits for what the device already has: afterwards
+    /// nothing of this store reaches the device.
+    fn drop(&mut self) {
+        if self.behind.started && self.behind.done.is_none() {
+            let _ = self.zone.abandon(&mut self.behind.batch);
+        }
+    }
+}
+
 impl PStore {
+    fn zone(dev: Arc<NvmeDevice>, cfg: &PStoreConfig) -> Result<Zone, PStoreError> {
+        let zone = Zone::new(dev, cfg.queue, cfg.first_lba, cfg.lbas)?;
+        Ok(match cfg.write_back_queue {
+            Some(q) => zone.with_write_back_queue(q)?,
+            None => zone,
+        })
+    }
+
     /// Formats an empty PStore over the zone of `cfg` and returns it opened.
     pub fn format(dev: Arc<NvmeDevice>, cfg: &PStoreConfig) -> Result<Self, PStoreError> {
-        let zone = Zone::new(dev, cfg.queue, cfg.first_lba, cfg.lbas)?;
+        let zone = Self::zone(dev, cfg)?;
         let zp = zone.pages();
         if cfg.inode_slots == 0 || cfg.wal_pages == 0 || !(1..=1024).contains(&cfg.block_pages) {
             return Err(PStoreError::Invalid(format!(
@@ -542,6 +660,7 @@ impl PStore {
             unsettled: false,
             defer: false,
             synced: false,
+            behind: Behind::default(),
             checkpoints: 0,
         })
     }
@@ -549,7 +668,7 @@ impl PStore {
     /// Opens the PStore in the zone of `cfg` (only the zone and Icache settings are used):
     /// loads the last checkpoint, replays the WAL and checkpoints.
     pub fn open(dev: Arc<NvmeDevice>, cfg: &PStoreConfig) -> Result<Self, PStoreError> {
-        let zone = Zone::new(dev, cfg.queue, cfg.first_lba, cfg.lbas)?;
+        let zone = Self::zone(dev, cfg)?;
         let mut pages = vec![0u8; 2 * PAGE];
         zone.read(0, &mut pages)?;
         let sb = [&pages[..PAGE], &pages[PAGE..]]
@@ -732,6 +851,14 @@ impl PStore {
         self.data.commit_frees()
     }
 
+    /// Moves an Icache write-back in flight on without waiting (a server calls it between
+    /// requests); returns whether one is still in flight. A failed one is returned here, its
+    /// blocks dirty again.
+    pub fn pump(&mut self) -> Result<bool, PStoreError> {
+        let (cache, mut io) = self.meta_io();
+        cache.poll_write_behind(&mut io, false)
+    }
+
     /// Makes every operation so far durable (the data written and all metadata).
     pub fn fsync(&mut self) -> Result<(), PStoreError> {
         self.settle()?;
@@ -873,6 +1000,7 @@ impl PStore {
                 wal_start: self.sb.wal_start,
                 inode_start: self.sb.inode_start,
                 synced: &mut self.synced,
+                behind: &mut self.behind,
             },
         )
     }

@@ -404,20 +404,38 @@ impl Wal {
     /// and keeps the last partial page for the next commit.
     pub fn write_out<E>(
         &mut self,
-        mut write: impl FnMut(u64, &[u8]) -> Result<(), E>,
+        write: impl FnOnce(u64, &[u8]) -> Result<(), E>,
     ) -> Result<(), E> {
-        if !self.has_unwritten() {
+        let Some((first_page, upto, out)) = self.unwritten() else {
             return Ok(());
+        };
+        write(first_page, &out)?;
+        self.mark_written(upto);
+        Ok(())
+    }
+
+    /// The unwritten frames as whole pages (zero padded, from the page the first of them
+    /// starts in): `(first page, log bytes covered, pages)`, or `None` when all are written.
+    /// Once the pages are on the device, [`Self::mark_written`] with the bytes covered
+    /// records it; frames appended meanwhile stay unwritten.
+    pub fn unwritten(&self) -> Option<(u64, usize, Vec<u8>)> {
+        if !self.has_unwritten() {
+            return None;
         }
         let from = self.written / self.page * self.page;
         let mut out = self.buf[from..].to_vec();
         out.resize(out.len().div_ceil(self.page) * self.page, 0);
-        write((self.buf_start + from as u64) / self.page as u64, &out)?;
-        let keep = self.buf.len() / self.page * self.page;
+        let first_page = (self.buf_start + from as u64) / self.page as u64;
+        Some((first_page, self.buf.len(), out))
+    }
+
+    /// Records that the first `upto` bytes of the buffer (as [`Self::unwritten`] returned
+    /// them) are on the device: the whole pages among them leave the buffer.
+    pub fn mark_written(&mut self, upto: usize) {
+        let keep = upto / self.page * self.page;
         self.buf.drain(..keep);
         self.buf_start += keep as u64;
-        self.written = self.buf.len();
-        Ok(())
+        self.written = upto - keep;
     }
 
     /// Empties the log after a checkpoint; sequence numbers continue.
@@ -534,6 +552,32 @@ mod tests {
             Wal::replay(42, &region, 6).frames.is_empty(),
             "another epoch"
         );
+    }
+
+    #[test]
+    fn frames_appended_while_a_snapshot_is_written_stay_unwritten() {
+        let mut wal = Wal::new(42, 512, 8192, 5);
+        let mut region = vec![0u8; 8192];
+        for _ in 0..3 {
+            wal.append(&sample()).unwrap();
+        }
+        let (page, upto, pages) = wal.unwritten().unwrap();
+        assert_eq!((page, pages.len() % 512), (0, 0));
+        // Two more frames while the snapshot is on its way.
+        wal.append(&sample()).unwrap();
+        wal.append(&sample()).unwrap();
+        region[..pages.len()].copy_from_slice(&pages);
+        wal.mark_written(upto);
+        assert!(wal.has_unwritten());
+        assert_eq!(
+            Wal::replay(42, &region, 5).frames.len(),
+            3,
+            "the snapshot's frames"
+        );
+        written(&mut wal, &mut region);
+        assert!(!wal.has_unwritten() && wal.unwritten().is_none());
+        let r = Wal::replay(42, &region, 5);
+        assert_eq!((r.frames.len(), r.end), (5, wal.len()));
     }
 
     #[test]

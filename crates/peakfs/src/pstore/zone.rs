@@ -6,6 +6,11 @@
 //! A worker either owns one host queue of the device (its commands never meet another
 //! worker's on a queue, and up to half the queue depth of commands are in flight), or
 //! shares the device's queues through its synchronous block API.
+//!
+//! A worker may also own a second queue for writes it does not wait for ([`WriteBehind`]): an
+//! Icache write-back (PeakFS §III-C2's *write* state) goes out there while the worker goes on
+//! serving, and nothing else submits to that queue, so its unpolled completions never hold up
+//! the worker's other commands.
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -75,11 +80,43 @@ enum Io<'a, 'b> {
     Write(&'a [(u64, &'b [u8])]),
 }
 
+/// One command of a [`WriteBehind`].
+#[derive(Debug)]
+enum Behind {
+    /// Pages at an LBA, their bytes a range of the batch's buffer.
+    Write(u64, Range<usize>),
+    /// A barrier: submitted once everything before it completed, and nothing after it
+    /// before it completed.
+    Flush,
+}
+
+/// A batch of writes and flushes on the zone's write-back queue, copied when staged and
+/// completed by polling ([`Zone::pump`]): the caller goes on with other work meanwhile.
+/// Commands go out in order up to a window; a flush is a barrier.
+#[derive(Debug, Default)]
+pub struct WriteBehind {
+    buf: Vec<u8>,
+    queued: VecDeque<Behind>,
+    inflight: VecDeque<(Ticket, u64)>,
+    /// A flush is in flight (nothing else is).
+    flushing: bool,
+    error: Option<ZoneError>,
+}
+
+impl WriteBehind {
+    /// Whether commands are staged or in flight.
+    pub fn is_busy(&self) -> bool {
+        !self.queued.is_empty() || !self.inflight.is_empty()
+    }
+}
+
 /// A page-addressed range of a namespace.
 #[derive(Debug, Clone)]
 pub struct Zone {
     dev: Arc<NvmeDevice>,
     queue: Option<usize>,
+    /// The queue of [`WriteBehind`] batches.
+    behind: Option<usize>,
     first_lba: u64,
     lbas_per_page: u64,
     pages: u64,
@@ -123,10 +160,29 @@ impl Zone {
         Ok(Self {
             dev,
             queue,
+            behind: None,
             first_lba,
             lbas_per_page,
             pages: lbas / lbas_per_page,
         })
+    }
+
+    /// The zone with host queue `queue` for [`WriteBehind`] batches (no other command may
+    /// use it).
+    pub fn with_write_back_queue(mut self, queue: usize) -> Result<Self, ZoneError> {
+        if queue >= self.dev.host_queues() {
+            return Err(ZoneError::NoQueue {
+                queue,
+                queues: self.dev.host_queues(),
+            });
+        }
+        self.behind = Some(queue);
+        Ok(self)
+    }
+
+    /// Whether the zone has a write-back queue ([`Zone::stage_write`] and the rest work).
+    pub fn writes_behind(&self) -> bool {
+        self.behind.is_some()
     }
 
     /// Pages in the zone.
@@ -291,8 +347,143 @@ impl Zone {
         result
     }
 
-    /// Makes all writes so far durable (NVMe Flush).
+    /// Makes all writes so far durable (NVMe Flush), through the worker's own queue if it
+    /// has one.
     pub fn flush(&self) -> Result<(), ZoneError> {
-        Ok(self.dev.flush()?)
+        match self.queue.and_then(|q| self.dev.host_queue(q)) {
+            Some(h) => Ok(h.flush()?),
+            None => Ok(self.dev.flush()?),
+        }
+    }
+
+    /// Adds a write of whole pages at `page` to `batch`, copying them now: later changes of
+    /// `bytes` do not reach the device. Consecutive pages join the previous write while it
+    /// fits one command.
+    pub fn stage_write(
+        &self,
+        batch: &mut WriteBehind,
+        page: u64,
+        bytes: &[u8],
+    ) -> Result<(), ZoneError> {
+        let lba = self.lba(page, bytes.len())?;
+        let slot = (self.dev.slot_bytes() as usize / PAGE).max(1) * PAGE;
+        for (i, chunk) in bytes.chunks(slot).enumerate() {
+            let at = self.lba_at(lba, i * slot);
+            let start = batch.buf.len();
+            batch.buf.extend_from_slice(chunk);
+            if let Some(Behind::Write(first, r)) = batch.queued.back_mut()
+                && r.end == start
+                && self.lba_at(*first, r.len()) == at
+                && r.len() + chunk.len() <= slot
+            {
+                r.end = batch.buf.len();
+                continue;
+            }
+            batch
+                .queued
+                .push_back(Behind::Write(at, start..batch.buf.len()));
+        }
+        Ok(())
+    }
+
+    /// Adds a flush to `batch`: the writes staged before it are durable before any staged
+    /// after it starts.
+    pub fn stage_flush(&self, batch: &mut WriteBehind) {
+        batch.queued.push_back(Behind::Flush);
+    }
+
+    /// Moves `batch` on without waiting: takes the completions that came, submits what may
+    /// go. Returns the batch's result once everything completed (after a failure, nothing
+    /// more is submitted). A zone without a write-back queue fails the batch.
+    pub fn pump(&self, batch: &mut WriteBehind) -> Option<Result<(), ZoneError>> {
+        let Some(h) = self.behind.and_then(|q| self.dev.host_queue(q)) else {
+            batch.queued.clear();
+            batch.buf.clear();
+            return Some(Err(ZoneError::NoQueue {
+                queue: usize::MAX,
+                queues: self.dev.host_queues(),
+            }));
+        };
+        let mut i = 0;
+        while i < batch.inflight.len() {
+            let (t, lba) = batch.inflight[i];
+            let Some(cqe) = h.poll(t) else {
+                i += 1;
+                continue;
+            };
+            h.release(t);
+            batch.inflight.remove(i);
+            batch.flushing = false;
+            let status = cqe.status();
+            if !status.is_success() && batch.error.is_none() {
+                let op = if lba == u64::MAX { "flush" } else { "write" };
+                batch.error = Some(DeviceError::Status { op, status }.into());
+            }
+        }
+        if batch.error.is_some() {
+            batch.queued.clear();
+        }
+        let window = (h.depth() as usize / 2).max(1);
+        while !batch.flushing && batch.inflight.len() < window {
+            let submitted = match batch.queued.front() {
+                None => break,
+                Some(Behind::Flush) if !batch.inflight.is_empty() => break,
+                Some(Behind::Flush) => {
+                    batch.flushing = true;
+                    h.submit_flush().map(|t| (t, u64::MAX))
+                }
+                Some(Behind::Write(lba, r)) => {
+                    let blocks = ((r.len() / PAGE) as u64 * self.lbas_per_page) as u32;
+                    let data = &batch.buf[r.clone()];
+                    h.submit(true, *lba, blocks, false, |slot| slot.copy_from_slice(data))
+                        .map(|t| (t, *lba))
+                }
+            };
+            batch.queued.pop_front();
+            match submitted {
+                Ok(t) => batch.inflight.push_back(t),
+                Err(e) => {
+                    batch.flushing = false;
+                    batch.error = Some(e.into());
+                    batch.queued.clear();
+                }
+            }
+        }
+        if batch.is_busy() {
+            return None;
+        }
+        batch.buf.clear();
+        Some(batch.error.take().map_or(Ok(()), Err))
+    }
+
+    /// Drops the commands of `batch` not yet submitted and waits for those in flight (at most
+    /// [`COMMAND_TIMEOUT`] without progress): the device then holds a prefix of the batch, as
+    /// after a crash right there.
+    pub fn abandon(&self, batch: &mut WriteBehind) -> Result<(), ZoneError> {
+        batch.queued.clear();
+        self.finish(batch)
+    }
+
+    /// Waits for `batch` to complete (see [`Zone::pump`]), at most [`COMMAND_TIMEOUT`]
+    /// without progress.
+    pub fn finish(&self, batch: &mut WriteBehind) -> Result<(), ZoneError> {
+        let mut deadline = Instant::now() + COMMAND_TIMEOUT;
+        let mut left = batch.queued.len() + batch.inflight.len();
+        loop {
+            if let Some(r) = self.pump(batch) {
+                return r;
+            }
+            let now = batch.queued.len() + batch.inflight.len();
+            if now < left {
+                left = now;
+                deadline = Instant::now() + COMMAND_TIMEOUT;
+            } else if Instant::now() > deadline {
+                // The slots stay reserved: the commands may still land in them.
+                let lba = batch.inflight.front().map_or(0, |&(_, lba)| lba);
+                return Err(ZoneError::Timeout(lba));
+            }
+            // The controller's threads share the cores with this worker.
+            std::thread::yield_now();
+        }
     }
 }

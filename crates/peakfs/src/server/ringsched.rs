@@ -570,6 +570,8 @@ impl Worker {
         let mut last_usage = Instant::now() - USAGE_EVERY;
         let mut marked_idle = false;
         let mut last_work = Instant::now();
+        // An Icache write-back is in flight (PStore::pump moves it on).
+        let mut writing_behind = false;
         loop {
             let stopping = self.stop.stop.load(Ordering::SeqCst);
             let spinning = last_work.elapsed() < self.cfg.spin;
@@ -580,7 +582,8 @@ impl Worker {
                 let me = &self.shared[self.me];
                 me.sleeping.store(true, Ordering::SeqCst);
                 fence(Ordering::SeqCst);
-                let idle = self.from.iter().all(Consumer::is_empty)
+                let idle = !writing_behind
+                    && self.from.iter().all(Consumer::is_empty)
                     && self.copied.is_empty()
                     && self.ready.is_empty()
                     && self.overflow.iter().all(VecDeque::is_empty);
@@ -599,6 +602,10 @@ impl Worker {
             if let Err(e) = self.slice.store().settle() {
                 tracing::error!(worker = self.me, error = %e, "settling the store failed");
             }
+            writing_behind = self.slice.store().pump().unwrap_or_else(|e| {
+                tracing::error!(worker = self.me, error = %e, "an Icache write-back failed");
+                false
+            });
             let drained = self.drain(&mut poller);
             if polled? + drained > 0 {
                 last_work = Instant::now();
