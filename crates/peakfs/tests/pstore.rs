@@ -586,7 +586,10 @@ fn a_write_behind_batch_copies_at_staging_joins_neighbours_and_waits_at_its_flus
     let zone = Zone::new(dev.clone(), Some(0), 8, 64 * 8).unwrap();
     let mut batch = WriteBehind::default();
     assert!(
-        matches!(zone.pump(&mut batch), Some(Err(ZoneError::NoQueue { .. }))),
+        matches!(
+            zone.pump(&mut batch),
+            Some(Err(ZoneError::NoWriteBackQueue))
+        ),
         "a zone without a write-back queue refuses"
     );
     let zone = zone.with_write_back_queue(1).unwrap();

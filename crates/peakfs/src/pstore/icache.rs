@@ -231,6 +231,17 @@ impl Icache {
         self.write_back_all(io, &[i])
     }
 
+    /// `(inode block, bytes)` of cache entries `entries`.
+    fn block_bytes(&self, entries: &[u32]) -> Vec<(u64, &[u8])> {
+        entries
+            .iter()
+            .map(|&i| {
+                let e = &self.entries[i as usize];
+                (e.block, &e.data[..])
+            })
+            .collect()
+    }
+
     /// Writes back the dirty ones of `blocks` after one sync of the log.
     fn write_back_all<I: InodeIo>(&mut self, io: &mut I, blocks: &[u32]) -> Result<(), I::Error> {
         if !blocks
@@ -248,14 +259,7 @@ impl Icache {
         for &i in &dirty {
             self.entries[i as usize].state = State::Write;
         }
-        let writes: Vec<(u64, &[u8])> = dirty
-            .iter()
-            .map(|&i| {
-                let e = &self.entries[i as usize];
-                (e.block, &e.data[..])
-            })
-            .collect();
-        let r = io.write_blocks(&writes);
+        let r = io.write_blocks(&self.block_bytes(&dirty));
         // A failed batch keeps its blocks dirty, to be retried.
         let state = if r.is_ok() {
             State::Ready
@@ -380,14 +384,7 @@ impl Icache {
         }
         // In block order: neighbours join one command.
         victims.sort_unstable_by_key(|&i| self.entries[i as usize].block);
-        let blocks: Vec<(u64, &[u8])> = victims
-            .iter()
-            .map(|&i| {
-                let e = &self.entries[i as usize];
-                (e.block, &e.data[..])
-            })
-            .collect();
-        if !io.start_write_behind(&blocks)? {
+        if !io.start_write_behind(&self.block_bytes(&victims))? {
             return self.write_back_all(io, &victims);
         }
         for &i in &victims {

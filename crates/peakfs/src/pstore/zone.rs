@@ -58,6 +58,9 @@ pub enum ZoneError {
         /// host queues of the device
         queues: usize,
     },
+    /// a write-behind batch on a zone without a write-back queue
+    #[error("the zone has no write-back queue")]
+    NoWriteBackQueue,
     /// a command did not complete in time
     #[error("a command at LBA {0} did not complete in time")]
     Timeout(u64),
@@ -399,10 +402,7 @@ impl Zone {
         let Some(h) = self.behind.and_then(|q| self.dev.host_queue(q)) else {
             batch.queued.clear();
             batch.buf.clear();
-            return Some(Err(ZoneError::NoQueue {
-                queue: usize::MAX,
-                queues: self.dev.host_queues(),
-            }));
+            return Some(Err(ZoneError::NoWriteBackQueue));
         };
         let mut i = 0;
         while i < batch.inflight.len() {
