@@ -94,6 +94,22 @@ fn step(s: &mut PStore, m: &mut Model, op: &Op) {
     }
 }
 
+/// Cuts the power of `ctrl`; with `kept`, after the write cache wrote about half of its
+/// blocks back on its own (which ones: a hash of `kept` and the LBA).
+fn power_cut(ctrl: &SwarmIo, kept: Option<u64>) {
+    match kept {
+        None => ctrl.power_cut().unwrap(),
+        Some(seed) => ctrl
+            .power_cut_keeping(|lba| {
+                let mut x = seed ^ lba.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                x ^= x >> 31;
+                x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                (x ^ (x >> 29)) & 1 == 1
+            })
+            .unwrap(),
+    }
+}
+
 /// A store over a fresh emulated SSD with two host queues; with `behind`, the second carries
 /// Icache write-backs the store does not wait for.
 fn crash_store(behind: bool) -> (Arc<SwarmIo>, Arc<NvmeDevice>, PStoreConfig) {
@@ -117,6 +133,7 @@ proptest! {
         ops in prop::collection::vec(op(), 1..40),
         defer in any::<bool>(),
         behind in any::<bool>(),
+        kept in prop::option::of(any::<u64>()),
     ) {
         let (ctrl, dev, cfg) = crash_store(behind);
         let mut s = PStore::format(dev.clone(), &cfg).unwrap();
@@ -132,7 +149,7 @@ proptest! {
             allowed.push(m.clone());
         }
         drop(s);
-        ctrl.power_cut().unwrap();
+        power_cut(&ctrl, kept);
         let mut r = PStore::open(dev, &cfg).unwrap();
         let got = state(&mut r);
         prop_assert!(
@@ -238,6 +255,7 @@ proptest! {
         ops in prop::collection::vec(link_op(), 1..40),
         defer in any::<bool>(),
         behind in any::<bool>(),
+        kept in prop::option::of(any::<u64>()),
     ) {
         let (ctrl, dev, cfg) = crash_store(behind);
         let mut s = PStore::format(dev.clone(), &cfg).unwrap();
@@ -252,7 +270,7 @@ proptest! {
             allowed.push(m.clone());
         }
         drop(s);
-        ctrl.power_cut().unwrap();
+        power_cut(&ctrl, kept);
         let mut r = PStore::open(dev, &cfg).unwrap();
         let got: Names = r.readdir(1, None, usize::MAX).into_iter().collect();
         prop_assert!(allowed.contains(&got), "recovered names {:?}", got);
@@ -478,6 +496,7 @@ proptest! {
         ops in prop::collection::vec(many_op(), 1..300),
         defer in any::<bool>(),
         behind in any::<bool>(),
+        kept in prop::option::of(any::<u64>()),
     ) {
         let (ctrl, dev, mut cfg) = crash_store(behind);
         cfg.icache_blocks = 3;
@@ -515,7 +534,7 @@ proptest! {
             allowed.push(m.clone());
         }
         drop(s);
-        ctrl.power_cut().unwrap();
+        power_cut(&ctrl, kept);
         let mut r = PStore::open(dev, &cfg).unwrap();
         let got = many_state(&mut r);
         prop_assert!(

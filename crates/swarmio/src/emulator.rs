@@ -275,6 +275,15 @@ impl SwarmIo {
         self.store.power_cut()
     }
 
+    /// Power loss after the write cache wrote the blocks `keep(lba)` names back on its own
+    /// (see [`Store::power_cut_keeping`]).
+    pub fn power_cut_keeping(
+        &self,
+        keep: impl FnMut(u64) -> bool,
+    ) -> Result<(), crate::store::StoreError> {
+        self.store.power_cut_keeping(keep)
+    }
+
     /// Controller reset: stops all threads and forgets every queue, as CC.EN = 0 does; the
     /// host starts the controller again and re-creates its queues.
     pub fn reset(&self) {

@@ -404,6 +404,10 @@ impl MetaIo<'_> {
             Some(upto) if r.is_ok() => self.wal.mark_written(upto),
             _ => {}
         }
+        if r.is_err() {
+            // Its data flush may not have happened.
+            self.data.mark_unflushed();
+        }
         self.behind.done = Some(r);
     }
 
@@ -420,6 +424,15 @@ impl MetaIo<'_> {
     fn sync_log(&mut self) -> Result<(), PStoreError> {
         self.finish_behind();
         self.data.write_out(self.zone)?;
+        // Ordered: the data pages are durable before the log that names them is written (a
+        // drive's cache may write the log back first; a crash then would leave a file
+        // pointing at pages that never got its bytes).
+        if self.data.take_unflushed()
+            && let Err(e) = self.zone.flush()
+        {
+            self.data.mark_unflushed();
+            return Err(e.into());
+        }
         let (zone, wal_start) = (self.zone, self.wal_start);
         self.wal
             .write_out(|page, bytes| zone.write(wal_start + page, bytes))?;
@@ -464,6 +477,7 @@ impl InodeIo for MetaIo<'_> {
         if staged.is_err() {
             self.behind.batch = WriteBehind::default();
             self.behind.log_upto = None;
+            self.data.mark_unflushed();
             return staged.map(|()| false);
         }
         *self.synced = false;
@@ -497,6 +511,10 @@ impl MetaIo<'_> {
     /// reached the log buffer).
     fn stage_behind(&mut self, blocks: &[(u64, &[u8])]) -> Result<(), PStoreError> {
         let b = &mut self.behind;
+        // Ordered, as in `sync_log`: data pages, flush, log, flush, inode blocks.
+        if self.data.take_unflushed() {
+            self.zone.stage_flush(&mut b.batch);
+        }
         if let Some((page, upto, pages)) = self.wal.unwritten() {
             self.zone
                 .stage_write(&mut b.batch, self.wal_start + page, &pages)?;

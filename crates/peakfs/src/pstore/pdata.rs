@@ -36,6 +36,8 @@ pub struct PData {
     pending_free: Vec<PageRun>,
     /// Staged pages by zone page, newer than the device's copy.
     staged: BTreeMap<u64, Box<[u8]>>,
+    /// Data pages were written to the device since the last flush.
+    unflushed: bool,
 }
 
 /// Writes of at most this many pages are staged.
@@ -53,6 +55,7 @@ impl PData {
             base,
             pending_free: Vec::new(),
             staged: BTreeMap::new(),
+            unflushed: false,
         }
     }
 
@@ -74,6 +77,7 @@ impl PData {
     fn write_pages(&mut self, zone: &Zone, at: u64, buf: &[u8]) -> Result<(), PStoreError> {
         let pages = buf.len() / PAGE;
         if pages > STAGE_PAGES {
+            self.unflushed = true;
             zone.write(at, buf)?;
             let end = at + pages as u64;
             let stale: Vec<u64> = self.staged.range(at..end).map(|(&p, _)| p).collect();
@@ -91,6 +95,17 @@ impl PData {
         Ok(())
     }
 
+    /// Whether data pages reached the device since the last call (the caller flushes them
+    /// before the log that names them is written; [`Self::mark_unflushed`] if it could not).
+    pub fn take_unflushed(&mut self) -> bool {
+        std::mem::take(&mut self.unflushed)
+    }
+
+    /// Records that data pages written earlier may not be durable.
+    pub fn mark_unflushed(&mut self) {
+        self.unflushed = true;
+    }
+
     /// Writes every staged page to the device, consecutive pages as one run, all runs in
     /// flight together. On an error the pages stay staged (a later write-out retries them).
     pub fn write_out(&mut self, zone: &Zone) -> Result<(), PStoreError> {
@@ -104,6 +119,7 @@ impl PData {
             }
         }
         let runs: Vec<(u64, &[u8])> = runs.iter().map(|(p, b)| (*p, &b[..])).collect();
+        self.unflushed |= !runs.is_empty();
         zone.write_runs(&runs)?;
         self.staged.clear();
         Ok(())
