@@ -371,8 +371,9 @@ pub struct PStoreStats {
     pub icache: IcacheStats,
 }
 
-/// An Icache write-back in flight on the zone's write-back queue: the log pages, a flush,
-/// then the inode blocks (the WAL rule, without the worker waiting for it).
+/// An Icache write-back in flight on the zone's write-back queue: a flush if data pages went
+/// out since the last one, the log pages, a flush, then the inode blocks (the WAL rule,
+/// without the worker waiting for it).
 #[derive(Debug, Default)]
 struct Behind {
     batch: WriteBehind,

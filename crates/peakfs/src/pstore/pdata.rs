@@ -13,9 +13,10 @@
 //!
 //! Small writes (a few pages: small files, the edges of larger writes) are staged in memory and
 //! reach the device together in one batch ([`PData::write_out`]), which PStore runs before it
-//! writes any WAL frame: a mapping never becomes durable before the data it maps, and a worker
-//! pays one round trip to its NVMe queue per batch instead of one per small write. Reads see
-//! staged pages.
+//! writes any WAL frame, with a flush between them whenever data pages went out since the last
+//! one ([`PData::take_unflushed`]): a mapping never becomes durable before the data it maps,
+//! even on a drive whose cache writes blocks back in any order, and a worker pays one round
+//! trip to its NVMe queue per batch instead of one per small write. Reads see staged pages.
 
 use std::collections::BTreeMap;
 
