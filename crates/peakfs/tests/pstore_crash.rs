@@ -591,3 +591,61 @@ fn a_write_back_over_the_dirty_limit_goes_behind_and_completes_between_requests(
         assert_eq!(many_state(&mut r).len(), usize::from(started.unwrap()) + 1);
     }
 }
+
+#[test]
+fn inode_blocks_written_behind_never_reach_the_medium_ahead_of_their_log() {
+    // The harshest cache: at the cut it had written back every block but the log's. Had a
+    // batch sent its inode blocks before its log was durable, a file would come back with the
+    // size and first-block mapping of a write whose page allocation the log lost.
+    let wal_pages = WAL_PAGE..WAL_PAGE + 16;
+    for writes in 1..40u16 {
+        let (ctrl, dev, mut cfg) = crash_store(true);
+        cfg.icache_blocks = 3;
+        cfg.dirty_ratio = 0.34;
+        assert_eq!(cfg.wal_pages, 16);
+        let mut s = PStore::format(dev.clone(), &cfg).unwrap();
+        let mut inos = Vec::new();
+        for k in 0..96 {
+            inos.push(
+                s.create(1, &many_name(k), REG, 0, 0, Hint::default())
+                    .unwrap()
+                    .ino,
+            );
+        }
+        // A checkpoint: from here the log holds no image of these inodes, so what the medium's
+        // inode blocks say is what recovery starts from.
+        s.checkpoint().unwrap();
+        // Files of three different Icache blocks in turn: every write dirties another block.
+        let written: Vec<(u16, u64)> = (0..writes)
+            .map(|u| ((u % 3) * 32 + u / 3, 1 + u64::from(u % 50)))
+            .collect();
+        for &(k, n) in &written {
+            let name = many_name(k);
+            s.write(inos[usize::from(k)], 0, &vec![name[4]; n as usize])
+                .unwrap();
+        }
+        // A write-back the last writes started gets past its first stage (the flush of the
+        // data pages) and sends its next, then the store is gone.
+        for _ in 0..2 {
+            s.pump().unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        drop(s);
+        ctrl.power_cut_keeping(|lba| !wal_pages.contains(&lba))
+            .unwrap();
+        let mut r = PStore::open(dev, &cfg).unwrap();
+        let got = many_state(&mut r);
+        let prefix = (0..=written.len()).find(|&n| {
+            let mut want: Sizes = (0..96).map(|k| (many_name(k), 0)).collect();
+            for &(k, size) in &written[..n] {
+                want.insert(many_name(k), size);
+            }
+            want == got
+        });
+        assert!(
+            prefix.is_some(),
+            "after {writes} writes: a state no prefix of them gives"
+        );
+        check_pages(&mut r);
+    }
+}
