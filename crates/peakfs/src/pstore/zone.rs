@@ -85,7 +85,7 @@ enum Io<'a, 'b> {
 
 /// One command of a [`WriteBehind`].
 #[derive(Debug)]
-enum Behind {
+enum Staged {
     /// Pages at an LBA, their bytes a range of the batch's buffer.
     Write(u64, Range<usize>),
     /// A barrier: submitted once everything before it completed, and nothing after it
@@ -99,12 +99,14 @@ enum Behind {
 #[derive(Debug, Default)]
 pub struct WriteBehind {
     buf: Vec<u8>,
-    queued: VecDeque<Behind>,
+    queued: VecDeque<Staged>,
+    /// Commands sent: their tickets and LBAs ([`FLUSH_LBA`] for a flush, which goes alone).
     inflight: VecDeque<(Ticket, u64)>,
-    /// A flush is in flight (nothing else is).
-    flushing: bool,
     error: Option<ZoneError>,
 }
+
+/// The LBA a flush in flight is listed with.
+const FLUSH_LBA: u64 = u64::MAX;
 
 impl WriteBehind {
     /// Whether commands are staged or in flight.
@@ -270,6 +272,11 @@ impl Zone {
         }
     }
 
+    /// Bytes of the largest command through a bounce slot: whole pages.
+    fn slot_chunk(&self) -> usize {
+        (self.dev.slot_bytes() as usize / PAGE).max(1) * PAGE
+    }
+
     /// The LBA `bytes` (whole pages) into a transfer starting at `lba`.
     fn lba_at(&self, lba: u64, bytes: usize) -> u64 {
         lba + (bytes / PAGE) as u64 * self.lbas_per_page
@@ -278,7 +285,7 @@ impl Zone {
     /// Moves whole pages through the worker's own queue and its bounce slots, one command per
     /// slot's worth of consecutive pages, keeping up to half the queue depth in flight.
     fn pipelined(&self, h: HostQueueHandle<'_>, mut io: Io<'_, '_>) -> Result<(), ZoneError> {
-        let chunk = (self.dev.slot_bytes() as usize / PAGE).max(1) * PAGE;
+        let chunk = self.slot_chunk();
         // Every command: its first LBA, its run, and its bytes within the run.
         let split = |r: usize, lba: u64, len: usize| {
             (0..len)
@@ -369,12 +376,12 @@ impl Zone {
         bytes: &[u8],
     ) -> Result<(), ZoneError> {
         let lba = self.lba(page, bytes.len())?;
-        let slot = (self.dev.slot_bytes() as usize / PAGE).max(1) * PAGE;
+        let slot = self.slot_chunk();
         for (i, chunk) in bytes.chunks(slot).enumerate() {
             let at = self.lba_at(lba, i * slot);
             let start = batch.buf.len();
             batch.buf.extend_from_slice(chunk);
-            if let Some(Behind::Write(first, r)) = batch.queued.back_mut()
+            if let Some(Staged::Write(first, r)) = batch.queued.back_mut()
                 && r.end == start
                 && self.lba_at(*first, r.len()) == at
                 && r.len() + chunk.len() <= slot
@@ -384,7 +391,7 @@ impl Zone {
             }
             batch
                 .queued
-                .push_back(Behind::Write(at, start..batch.buf.len()));
+                .push_back(Staged::Write(at, start..batch.buf.len()));
         }
         Ok(())
     }
@@ -392,7 +399,7 @@ impl Zone {
     /// Adds a flush to `batch`: the writes staged before it are durable before any staged
     /// after it starts.
     pub fn stage_flush(&self, batch: &mut WriteBehind) {
-        batch.queued.push_back(Behind::Flush);
+        batch.queued.push_back(Staged::Flush);
     }
 
     /// Moves `batch` on without waiting: takes the completions that came, submits what may
@@ -413,10 +420,9 @@ impl Zone {
             };
             h.release(t);
             batch.inflight.remove(i);
-            batch.flushing = false;
             let status = cqe.status();
             if !status.is_success() && batch.error.is_none() {
-                let op = if lba == u64::MAX { "flush" } else { "write" };
+                let op = if lba == FLUSH_LBA { "flush" } else { "write" };
                 batch.error = Some(DeviceError::Status { op, status }.into());
             }
         }
@@ -424,15 +430,14 @@ impl Zone {
             batch.queued.clear();
         }
         let window = (h.depth() as usize / 2).max(1);
-        while !batch.flushing && batch.inflight.len() < window {
+        // A flush goes alone: nothing follows it until it completed.
+        let flushing = |b: &WriteBehind| b.inflight.front().is_some_and(|&(_, l)| l == FLUSH_LBA);
+        while !flushing(batch) && batch.inflight.len() < window {
             let submitted = match batch.queued.front() {
                 None => break,
-                Some(Behind::Flush) if !batch.inflight.is_empty() => break,
-                Some(Behind::Flush) => {
-                    batch.flushing = true;
-                    h.submit_flush().map(|t| (t, u64::MAX))
-                }
-                Some(Behind::Write(lba, r)) => {
+                Some(Staged::Flush) if !batch.inflight.is_empty() => break,
+                Some(Staged::Flush) => h.submit_flush().map(|t| (t, FLUSH_LBA)),
+                Some(Staged::Write(lba, r)) => {
                     let blocks = ((r.len() / PAGE) as u64 * self.lbas_per_page) as u32;
                     let data = &batch.buf[r.clone()];
                     h.submit(true, *lba, blocks, false, |slot| slot.copy_from_slice(data))
@@ -443,7 +448,6 @@ impl Zone {
             match submitted {
                 Ok(t) => batch.inflight.push_back(t),
                 Err(e) => {
-                    batch.flushing = false;
                     batch.error = Some(e.into());
                     batch.queued.clear();
                 }
