@@ -229,3 +229,44 @@ fn bench_with_a_pinned_local_cluster_runs_and_is_refused_where_no_core_is_left_f
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--local-pin"));
 }
+
+#[test]
+fn the_slice_bench_times_each_request_kind_over_all_its_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_peakfs-slice-bench"))
+        .args([
+            "--files",
+            "300",
+            "--rounds",
+            "2",
+            "--other-mib",
+            "2",
+            "--data-mib",
+            "256",
+        ])
+        .arg("--dir")
+        .arg(dir.path())
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let records: Vec<common::bench::BenchRecord> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let workloads: Vec<&str> = records.iter().map(|r| r.workload.as_str()).collect();
+    assert_eq!(workloads, ["create", "lookup", "unlink"]);
+    for r in &records {
+        assert_eq!(r.ops, 300);
+        assert!(r.duration_s > 0.0);
+        // 2 MiB in 64 KiB blocks, the first in the inode: 31 in the hashtable.
+        assert_eq!(r.parameters["other_blocks"], 31);
+    }
+    // The bench's folder and data file are gone with it.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}

@@ -350,6 +350,51 @@ fn hard_links_share_one_inode_whose_last_unlink_frees_it_and_its_data() {
 }
 
 #[test]
+fn an_unlink_frees_its_inode_in_its_own_transaction_and_a_large_file_through_an_orphan() {
+    let (_c, dev) = swarm(32 << 20, 4096);
+    let mut s = PStore::format(dev, &small_config(4096)).unwrap();
+    let empty = s.create(1, b"empty", REG, 0, 0, Hint::default()).unwrap();
+    let small = s.create(1, b"small", REG, 0, 0, Hint::default()).unwrap();
+    // Three 16 KiB blocks: the first inline, two in the hashtable.
+    s.write(small.ino, 0, &[7u8; 40_000]).unwrap();
+    // 80 blocks in the hashtable: more than one transaction frees.
+    let large = s.create(1, b"large", REG, 0, 0, Hint::default()).unwrap();
+    s.write(large.ino, 16_384, &vec![9u8; 80 * 16_384]).unwrap();
+    s.fsync().unwrap();
+
+    // The empty file's unlink logs no inode image: the dentry, the ino and the slot go in one
+    // record set (the old two steps logged the image with no links and an orphan first).
+    let before = s.stats().wal_bytes;
+    s.unlink(1, b"empty").unwrap();
+    s.fsync().unwrap();
+    let grew = s.stats().wal_bytes - before;
+    assert!(
+        grew < peakfs::pstore::inode::INODE_BYTES as u64,
+        "an unlink logged {grew} bytes"
+    );
+    assert!(matches!(s.getattr(empty.ino), Err(PStoreError::NoInode(_))));
+
+    for (name, f) in [(&b"small"[..], small), (b"large", large)] {
+        s.unlink(1, name).unwrap();
+        assert!(matches!(s.getattr(f.ino), Err(PStoreError::NoInode(_))));
+        assert!(!s.is_orphan(f.ino));
+    }
+    s.fsync().unwrap();
+    let st = s.stats();
+    assert_eq!(
+        (st.inodes, st.orphans, st.blocks, st.pages_used),
+        (0, 0, 0, 0)
+    );
+    check_pages(&mut s);
+    // The slots are free for new inodes.
+    for i in 0..3u8 {
+        s.create(1, &[b'n', b'a' + i], REG, 0, 0, Hint::default())
+            .unwrap();
+    }
+    assert_eq!(s.stats().inodes, 3);
+}
+
+#[test]
 fn directories_count_their_subdirectories_in_their_link_count() {
     let (_c, dev) = swarm(32 << 20, 4096);
     let mut s = PStore::format(dev, &small_config(4096)).unwrap();
@@ -369,6 +414,7 @@ fn directories_count_their_subdirectories_in_their_link_count() {
         remove: Some((d.ino, b"sub")),
         insert: Some((e.ino, b"sub", sub.ino)),
         links: &[(d.ino, -1), (e.ino, 1)],
+        free: None,
     })
     .unwrap();
     assert_eq!(s.getattr(d.ino).unwrap().nlink, 2);

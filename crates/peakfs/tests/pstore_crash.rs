@@ -233,13 +233,15 @@ fn link_step(s: &mut PStore, m: &mut Names, op: &LinkOp) {
                 return;
             }
             let links: Vec<_> = old.map(|o| (o, -1)).into_iter().collect();
+            // The replaced file is freed in the rename's own transaction.
             let change = Relink {
                 remove: Some((1, &name(f))),
                 insert: Some((1, &name(g), ino)),
                 links: &links,
+                free: old,
             };
-            for orphan in s.relink(&change).unwrap() {
-                s.remove_inode(orphan).unwrap();
+            for unlinked in s.relink(&change).unwrap() {
+                assert!(!s.is_orphan(unlinked), "freed with the rename");
             }
             m.remove(&name(f));
             m.insert(name(g), ino);

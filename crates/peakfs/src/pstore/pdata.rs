@@ -138,22 +138,12 @@ impl PData {
 
     /// The run mapped to `(ino, block)` in the hashtable (none: a hole).
     pub fn run_of(&self, ino: u64, block: u64) -> PageRun {
-        self.blocks
-            .get(&(ino, block))
-            .copied()
-            .unwrap_or(PageRun::NONE)
+        self.blocks.get(ino, block).unwrap_or(PageRun::NONE)
     }
 
     /// Blocks of `ino` in the hashtable (for removal of files whose size is unknown here).
     pub fn blocks_of(&self, ino: u64) -> Vec<u64> {
-        let mut v: Vec<u64> = self
-            .blocks
-            .keys()
-            .filter(|k| k.0 == ino)
-            .map(|k| k.1)
-            .collect();
-        v.sort_unstable();
-        v
+        self.blocks.blocks_of(ino)
     }
 
     /// Applies a record to the bitmap or the hashtable; `live` defers page frees to the commit.
@@ -174,10 +164,10 @@ impl PData {
                         self.block_pages
                     )));
                 }
-                self.blocks.insert((*ino, *block), *run);
+                self.blocks.insert(*ino, *block, *run);
             }
             Record::BlockUnmap { ino, block } => {
-                self.blocks.remove(&(*ino, *block));
+                self.blocks.remove(*ino, *block);
             }
             _ => return Ok(false),
         }

@@ -94,8 +94,69 @@ impl PageRun {
 /// The inode hashtable: ino → inode offset (slot in the metadata zone).
 pub type InodeTable = U64Map<u64>;
 
-/// The block hashtable: (ino, file block) → its pages.
-pub type BlockTable = HashMap<(u64, u64), PageRun, BuildHasherDefault<U64Hasher>>;
+/// The block hashtable: (ino, file block) → its pages, in two levels (ino, then block), so
+/// that a file's blocks are found without looking at any other file's: removing or truncating
+/// a file costs its own blocks, however many blocks the zone maps.
+#[derive(Debug, Clone, Default)]
+pub struct BlockTable {
+    files: U64Map<U64Map<PageRun>>,
+    len: usize,
+}
+
+impl BlockTable {
+    /// The run of `(ino, block)`, if mapped.
+    pub fn get(&self, ino: u64, block: u64) -> Option<PageRun> {
+        self.files.get(&ino)?.get(&block).copied()
+    }
+
+    /// Maps `(ino, block)` to `run`; returns the run it replaces.
+    pub fn insert(&mut self, ino: u64, block: u64, run: PageRun) -> Option<PageRun> {
+        let old = self.files.entry(ino).or_default().insert(block, run);
+        if old.is_none() {
+            self.len += 1;
+        }
+        old
+    }
+
+    /// Unmaps `(ino, block)`; returns its run.
+    pub fn remove(&mut self, ino: u64, block: u64) -> Option<PageRun> {
+        let blocks = self.files.get_mut(&ino)?;
+        let old = blocks.remove(&block)?;
+        if blocks.is_empty() {
+            self.files.remove(&ino);
+        }
+        self.len -= 1;
+        Some(old)
+    }
+
+    /// The mapped blocks of `ino`, in order.
+    pub fn blocks_of(&self, ino: u64) -> Vec<u64> {
+        let mut v: Vec<u64> = self
+            .files
+            .get(&ino)
+            .map(|b| b.keys().copied().collect())
+            .unwrap_or_default();
+        v.sort_unstable();
+        v
+    }
+
+    /// Mapped blocks, of all files.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no block is mapped.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Every mapping `(ino, block, run)`, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, u64, PageRun)> + '_ {
+        self.files
+            .iter()
+            .flat_map(|(&ino, blocks)| blocks.iter().map(move |(&b, &r)| (ino, b, r)))
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -107,9 +168,40 @@ mod tests {
         let b = BuildHasherDefault::<U64Hasher>::default();
         assert_ne!(b.hash_one((1u64, 2u64)), b.hash_one((2u64, 1u64)));
         let mut t = BlockTable::default();
-        t.insert((1, 2), PageRun::new(5, 1));
-        assert_eq!(t.get(&(1, 2)).map(|r| r.start), Some(5));
-        assert!(!t.contains_key(&(2, 1)));
+        t.insert(1, 2, PageRun::new(5, 1));
+        assert_eq!(t.get(1, 2).map(|r| r.start), Some(5));
+        assert_eq!(t.get(2, 1), None);
+    }
+
+    proptest::proptest! {
+        /// The two-level table answers as one flat map of (ino, block) keys would.
+        #[test]
+        fn the_block_table_agrees_with_a_flat_map(
+            ops in proptest::collection::vec((0u64..4, 0u64..16, 0u32..3, proptest::bool::ANY), 0..200)
+        ) {
+            let mut t = BlockTable::default();
+            let mut model: std::collections::BTreeMap<(u64, u64), PageRun> = Default::default();
+            for (ino, block, pages, insert) in ops {
+                let run = PageRun::new(block * 8, pages + 1);
+                if insert {
+                    proptest::prop_assert_eq!(t.insert(ino, block, run), model.insert((ino, block), run));
+                } else {
+                    proptest::prop_assert_eq!(t.remove(ino, block), model.remove(&(ino, block)));
+                }
+                proptest::prop_assert_eq!(t.len(), model.len());
+                proptest::prop_assert_eq!(t.is_empty(), model.is_empty());
+            }
+            for ino in 0..4 {
+                let want: Vec<u64> = model.range((ino, 0)..(ino + 1, 0)).map(|(k, _)| k.1).collect();
+                proptest::prop_assert_eq!(t.blocks_of(ino), want);
+                for block in 0..16 {
+                    proptest::prop_assert_eq!(t.get(ino, block), model.get(&(ino, block)).copied());
+                }
+            }
+            let mut all: Vec<_> = t.iter().map(|(i, b, r)| ((i, b), r)).collect();
+            all.sort_unstable_by_key(|e| e.0);
+            proptest::prop_assert_eq!(all, model.into_iter().collect::<Vec<_>>());
+        }
     }
 
     #[test]

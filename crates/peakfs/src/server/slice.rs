@@ -196,14 +196,21 @@ impl Slice {
     }
 
     /// Applies `change` and settles the removed target, if any: an inode here left without
-    /// links is freed, unless it is a file the client may hold open (`orphan`).
+    /// links is freed (in the same transaction), unless it is a file the client may hold open
+    /// (`orphan`).
     fn apply(
         &mut self,
         change: &Relink<'_>,
         removed: Option<(Target, bool)>,
         orphan: bool,
     ) -> Result<Option<Removed>, Failure> {
-        let orphaned = self.store.relink(change).map_err(fail)?;
+        // A file the client may hold open stays, as an orphan, until its last close.
+        let free = removed
+            .as_ref()
+            .filter(|(t, kept)| !kept && t.local.is_some() && (t.dir || !orphan))
+            .map(|(t, _)| t.ino);
+        let change = Relink { free, ..*change };
+        let orphaned = self.store.relink(&change).map_err(fail)?;
         let Some((t, kept)) = removed else {
             return Ok(None);
         };
@@ -221,7 +228,10 @@ impl Slice {
         } else if orphan && !t.dir {
             Fate::Orphan
         } else {
-            self.store.remove_inode(t.ino).map_err(fail)?;
+            // Freed by the relink, unless its blocks took more than one transaction.
+            if self.store.is_orphan(t.ino) {
+                self.store.remove_inode(t.ino).map_err(fail)?;
+            }
             Fate::Freed
         };
         Ok(Some(Removed {
@@ -282,6 +292,7 @@ impl Slice {
             remove: None,
             insert: Some((pino, name, ino)),
             links: &links,
+            free: None,
         };
         self.apply(&change, replaced, flags.orphan)
     }
@@ -320,6 +331,7 @@ impl Slice {
             remove: Some((src_pino, src_name)),
             insert: Some((dst_pino, dst_name, ino)),
             links: &links,
+            free: None,
         };
         self.apply(&change, replaced, flags.orphan)
     }
@@ -485,6 +497,7 @@ impl Slice {
                     remove: Some((pino, name)),
                     insert: None,
                     links: &links,
+                    free: None,
                 };
                 let removed = self.apply(&change, Some((t, flags.keep_inode)), flags.orphan)?;
                 Reply::Removed(removed)

@@ -1,0 +1,182 @@
+//! Server CPU per metadata request on one slice, without the network: `files` creates, lookups
+//! (a stat by name) and unlinks in one directory, each request followed by what a RingSched
+//! worker runs after sending its reply (the deferred settle: WAL append and inode images; and
+//! the Icache write-behind pump). The store is the server's own: a file-backed controller over
+//! `--data`, zone settings as `peakfs-server` makes them.
+//!
+//! `--other-mib M` first writes a file of M MiB in the same slice, so that the block
+//! hashtable maps many blocks of another file: an unlink must cost the same with or without
+//! them (it looks at its own file's blocks only).
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::Parser;
+use common::bench::{BenchRecord, Engine, render_table};
+use peakfs::config::ServerConfig;
+use peakfs::placement::{Hint, Layout, ROOT_INO};
+use peakfs::protocol::{Request, UnlinkFlags};
+use peakfs::server::slice::{Slice, hint_to_store};
+use peakfs::server::storage::Storage;
+
+#[derive(Parser, Debug)]
+#[command(about = "PeakFS: server CPU per metadata request on one slice (no network)")]
+struct Args {
+    /// Files created, looked up and unlinked per round.
+    #[arg(long, default_value_t = 20_000)]
+    files: u64,
+    /// Rounds; each operation's time is the median over them.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// MiB of another file written first (blocks the hashtable maps besides these files).
+    #[arg(long, default_value_t = 0)]
+    other_mib: u64,
+    /// MiB of the data file.
+    #[arg(long, default_value_t = 2048)]
+    data_mib: u64,
+    /// Folder of the data file (default: /dev/shm when it exists, else the temporary folder).
+    #[arg(long)]
+    dir: Option<std::path::PathBuf>,
+    /// One JSON record per line.
+    #[arg(long)]
+    json: bool,
+}
+
+const OPS: [&str; 3] = ["create", "lookup", "unlink"];
+
+fn request<'a>(op: &str, pino: u64, name: &'a [u8]) -> Request<'a> {
+    match op {
+        "create" => Request::Create {
+            pino,
+            mode: libc::S_IFREG | 0o644,
+            uid: 0,
+            gid: 0,
+            rdev: 0,
+            hint: Hint::default(),
+            excl: true,
+            name,
+        },
+        "lookup" => Request::Lookup { pino, name },
+        _ => Request::Unlink {
+            pino,
+            flags: UnlinkFlags::default(),
+            name,
+        },
+    }
+}
+
+/// Runs `req` as a worker does: execute, then (after the reply) settle and pump.
+fn serve(slice: &mut Slice, req: Request<'_>, out: &mut Vec<u8>) -> anyhow::Result<()> {
+    out.clear();
+    slice
+        .execute(req, out)
+        .map_err(|(errno, msg)| anyhow::anyhow!("{req:?}: errno {}: {msg}", errno.0))?;
+    slice.store().settle()?;
+    slice.store().pump()?;
+    Ok(())
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    let args = Args::parse();
+    if args.files == 0 || args.rounds == 0 {
+        bail!("--files and --rounds must be at least 1");
+    }
+    let shm = std::path::Path::new("/dev/shm");
+    let parent = match &args.dir {
+        Some(d) => d.clone(),
+        None if shm.is_dir() => shm.to_path_buf(),
+        None => std::env::temp_dir(),
+    };
+    let dir = tempfile::Builder::new()
+        .prefix("peakfs-slice-bench-")
+        .tempdir_in(&parent)
+        .with_context(|| format!("a folder in {}", parent.display()))?;
+    let cfg = ServerConfig {
+        data: dir.path().join("data"),
+        data_size: args.data_mib << 20,
+        workers: 1,
+        ..ServerConfig::default()
+    };
+    let mut storage = Storage::open(&cfg)?;
+    let layout = Layout::new(1, 1, 64 << 10)?;
+    let zone = storage
+        .zones(0, &layout, hint_to_store(Hint::default()))?
+        .pop()
+        .context("no zone")?;
+    let mut slice = Slice::new(zone);
+    slice.store().defer_settle(true)?;
+    let store = slice.store();
+    let d = store.create(
+        ROOT_INO,
+        b"d",
+        libc::S_IFDIR | 0o755,
+        0,
+        0,
+        Default::default(),
+    )?;
+    if args.other_mib > 0 {
+        let other = store.create(
+            ROOT_INO,
+            b"other",
+            libc::S_IFREG | 0o644,
+            0,
+            0,
+            Default::default(),
+        )?;
+        let chunk = vec![0x5au8; 1 << 20];
+        for m in 0..args.other_mib {
+            store.write(other.ino, m << 20, &chunk)?;
+        }
+        store.settle()?;
+    }
+    let blocks = slice.store().stats().blocks;
+    let names: Vec<String> = (0..args.files).map(|i| format!("file.0.{i}")).collect();
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); OPS.len()];
+    let mut out = Vec::new();
+    for _ in 0..args.rounds {
+        for (k, op) in OPS.iter().enumerate() {
+            let t = Instant::now();
+            for name in &names {
+                serve(&mut slice, request(op, d.ino, name.as_bytes()), &mut out)?;
+            }
+            times[k].push(t.elapsed());
+        }
+    }
+    let mut records = Vec::new();
+    for (k, op) in OPS.iter().enumerate() {
+        times[k].sort_unstable();
+        let median = times[k][times[k].len() / 2];
+        records.push(
+            BenchRecord::new("peakfs-slice", *op, Engine::Cpu)
+                .param("files", args.files)
+                .param("rounds", args.rounds as u64)
+                .param("other_blocks", blocks)
+                .ops(args.files)
+                .duration(median)
+                .extra("ns_per_op", median.as_nanos() as f64 / args.files as f64)
+                .finish()?,
+        );
+    }
+    if args.json {
+        for r in &records {
+            println!("{}", r.to_json_line());
+        }
+    } else {
+        println!("{}", render_table(&records));
+        for r in &records {
+            println!(
+                "{}: {:.0} ns per request ({blocks} other blocks mapped)",
+                r.workload,
+                r.duration_s * 1e9 / r.ops as f64
+            );
+        }
+    }
+    Ok(())
+}
