@@ -33,6 +33,7 @@
 
 pub mod conn;
 pub mod dcache;
+pub mod filemap;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -49,6 +50,7 @@ use crate::pstore::table::{U64Map, U64Set};
 
 use conn::Conns;
 use dcache::DentryCache;
+use filemap::{FileMap, OfIno};
 
 /// Errors of client operations.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -215,6 +217,12 @@ struct OpenFile {
     cache: Option<(u64, Vec<u8>)>,
 }
 
+impl OfIno for OpenFile {
+    fn ino(&self) -> u64 {
+        self.ino
+    }
+}
+
 /// A connected PeakFS client.
 #[derive(Debug)]
 pub struct Client {
@@ -224,7 +232,7 @@ pub struct Client {
     dcache: DentryCache,
     /// Hints of directories by ino (a directory's hint never changes).
     hints: U64Map<Hint>,
-    files: U64Map<OpenFile>,
+    files: FileMap<OpenFile>,
     /// Inodes unlinked while open here (orphans at their home): freed at the last close.
     orphans: U64Set,
     next_fd: u64,
@@ -358,7 +366,7 @@ impl Client {
             conns,
             layout,
             hints: U64Map::default(),
-            files: U64Map::default(),
+            files: FileMap::default(),
             orphans: U64Set::default(),
             next_fd: 3,
         })
@@ -396,7 +404,7 @@ impl Client {
 
     /// Whether this client holds inode `ino` open.
     fn is_open(&self, ino: u64) -> bool {
-        self.files.values().any(|f| f.ino == ino)
+        self.files.is_open(ino)
     }
 
     /// Whether an unlink or rename must let an inode losing its last link become an orphan:
@@ -426,7 +434,7 @@ impl Client {
 
     /// `a` with its size raised to the end of this client's uncommitted writes to it.
     fn with_local_size(&self, mut a: Attr) -> Attr {
-        for f in self.files.values().filter(|f| f.ino == a.ino) {
+        for f in self.files.of_ino(a.ino) {
             a.size = a.size.max(f.written_end.unwrap_or(0));
         }
         a
@@ -977,11 +985,11 @@ impl Client {
         if size < old.size {
             self.truncate_remote(ino, old.hint.data, size, old.size)?;
         }
-        for f in self.files.values_mut().filter(|f| f.ino == ino) {
+        self.files.for_each_of_ino(ino, |f| {
             f.cache = None;
             f.size = size;
             f.written_end = f.written_end.map(|e| e.min(size));
-        }
+        });
         Ok(a)
     }
 
@@ -1074,7 +1082,7 @@ impl Client {
                 ..Default::default()
             };
             if let Err(e) = self.setattr(a.ino, set) {
-                self.files.remove(&fd);
+                self.files.remove(fd);
                 return Err(e);
             }
         }
@@ -1106,14 +1114,14 @@ impl Client {
     }
 
     fn file(&mut self, fd: u64) -> Result<&mut OpenFile> {
-        self.files.get_mut(&fd).ok_or(ClientError::BadFd(fd))
+        self.files.get_mut(fd).ok_or(ClientError::BadFd(fd))
     }
 
     /// Writes `data` at `offset` of open file `fd`; returns once sent (write pipeline).
     pub fn pwrite(&mut self, fd: u64, data: &[u8], offset: u64) -> Result<usize> {
         let max = self.opts.max_unfinished;
         let layout = self.layout;
-        let f = self.files.get_mut(&fd).ok_or(ClientError::BadFd(fd))?;
+        let f = self.files.get_mut(fd).ok_or(ClientError::BadFd(fd))?;
         if !f.writable {
             return Err(Errno(libc::EBADF).into());
         }
@@ -1236,7 +1244,7 @@ impl Client {
     pub fn close(&mut self, fd: u64) -> Result<()> {
         let committed = self.commit(fd, false);
         self.conns.forget(fd);
-        let f = self.files.remove(&fd).ok_or(ClientError::BadFd(fd))?;
+        let f = self.files.remove(fd).ok_or(ClientError::BadFd(fd))?;
         if f.read_sent {
             let _ = self.call(home_lambda(f.ino), &Request::Close { ino: f.ino });
         }
