@@ -4,6 +4,10 @@
 //! the Icache write-behind pump). The store is the server's own: a file-backed controller over
 //! `--data`, zone settings as `peakfs-server` makes them.
 //!
+//! Each request is timed as well: the latency percentiles show the stalls a worker's request
+//! meets (a checkpoint when the log is full, an Icache write-back, a log sync), which a mean
+//! hides.
+//!
 //! `--other-mib M` first writes a file of M MiB in the same slice, so that the block
 //! hashtable maps many blocks of another file: an unlink must cost the same with or without
 //! them (it looks at its own file's blocks only).
@@ -12,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::Parser;
-use common::bench::{BenchRecord, Engine, render_table};
+use common::bench::{BenchRecord, Engine, LatencyRecorder, render_table};
 use peakfs::config::ServerConfig;
 use peakfs::placement::{Hint, Layout, ROOT_INO};
 use peakfs::protocol::{Request, UnlinkFlags};
@@ -139,14 +143,26 @@ fn main() -> anyhow::Result<()> {
     let blocks = slice.store().stats().blocks;
     let names: Vec<String> = (0..args.files).map(|i| format!("file.0.{i}")).collect();
     let mut times: Vec<Vec<Duration>> = vec![Vec::new(); OPS.len()];
+    let mut latency: Vec<LatencyRecorder> = vec![LatencyRecorder::new(); OPS.len()];
+    // Checkpoints (a full log writes every table of the zone) and Icache blocks written back.
+    let mut checkpoints = [0u64; OPS.len()];
+    let mut write_backs = [0u64; OPS.len()];
     let mut out = Vec::new();
     for _ in 0..args.rounds {
         for (k, op) in OPS.iter().enumerate() {
+            let before = slice.store().stats();
             let t = Instant::now();
+            let mut last = t;
             for name in &names {
                 serve(&mut slice, request(op, d.ino, name.as_bytes()), &mut out)?;
+                let now = Instant::now();
+                latency[k].record(now - last);
+                last = now;
             }
             times[k].push(t.elapsed());
+            let after = slice.store().stats();
+            checkpoints[k] += after.checkpoints - before.checkpoints;
+            write_backs[k] += after.icache.write_backs - before.icache.write_backs;
         }
     }
     let mut records = Vec::new();
@@ -160,7 +176,10 @@ fn main() -> anyhow::Result<()> {
                 .param("other_blocks", blocks)
                 .ops(args.files)
                 .duration(median)
+                .latency(&latency[k])
                 .extra("ns_per_op", median.as_nanos() as f64 / args.files as f64)
+                .extra("checkpoints", checkpoints[k])
+                .extra("icache_write_backs", write_backs[k])
                 .finish()?,
         );
     }
@@ -171,10 +190,14 @@ fn main() -> anyhow::Result<()> {
     } else {
         println!("{}", render_table(&records));
         for r in &records {
+            let max = r.latency_us.as_ref().map_or(0.0, |l| l.max);
             println!(
-                "{}: {:.0} ns per request ({blocks} other blocks mapped)",
+                "{}: {:.0} ns per request ({blocks} other blocks mapped), longest {max:.0} us; \
+                 checkpoints {}, Icache blocks written back {}",
                 r.workload,
-                r.duration_s * 1e9 / r.ops as f64
+                r.duration_s * 1e9 / r.ops as f64,
+                r.extra["checkpoints"],
+                r.extra["icache_write_backs"]
             );
         }
     }
