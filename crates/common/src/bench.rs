@@ -621,6 +621,20 @@ struct Row {
     numeric: bool,
 }
 
+/// Prints `records` to stdout: one JSON line each with `json` (the common record for
+/// machines), else the side-by-side table; returns whether it printed the table (a benchmark
+/// then adds its own summary lines for people).
+pub fn print_records(records: &[BenchRecord], json: bool) -> bool {
+    if json {
+        for r in records {
+            println!("{}", r.to_json_line());
+        }
+    } else {
+        print!("{}", render_table(records));
+    }
+    !json
+}
+
 /// Sets `records` side by side: one column per record, one row per field and parameter.
 pub fn render_table(records: &[BenchRecord]) -> String {
     if records.is_empty() {

@@ -77,6 +77,23 @@ pub fn split_cores(servers: usize, workers: u32, cores: usize) -> Option<(Vec<St
     Some((lists, format!("{used}-{}", cores - 1)))
 }
 
+/// A temporary folder for a run's data files, named `prefix…`: in `parent`, else in /dev/shm
+/// when it exists (memory, as the cluster recipes use), else in the system's temporary folder.
+pub fn scratch_dir(parent: Option<&Path>, prefix: &str) -> std::io::Result<tempfile::TempDir> {
+    let shm = Path::new("/dev/shm");
+    let parent = match parent {
+        Some(p) => p.to_path_buf(),
+        None if shm.is_dir() => shm.to_path_buf(),
+        None => std::env::temp_dir(),
+    };
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in(&parent)
+        .map_err(|e| {
+            std::io::Error::new(e.kind(), format!("a folder in {}: {e}", parent.display()))
+        })
+}
+
 /// A process of the cluster and the address it listens on; dropping it stops it.
 #[derive(Debug)]
 pub struct Node {

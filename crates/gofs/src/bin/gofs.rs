@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
-use common::bench::render_table;
+use common::bench::print_records;
 use gofs::bench::{self, BenchArgs, open_image};
 use gofs::fs::{Caller, FileType, Fs, MountOptions, Stat};
 use gofs::fuse::FuseOptions;
@@ -467,12 +467,7 @@ fn run_bench(args: &BenchArgs) -> Result<()> {
     let records = bench::run(args, &|image| {
         format_image(image, backend).map_err(|e| bench::BenchError::Invalid(format!("{e:#}")))
     })?;
-    if args.json {
-        for r in &records {
-            println!("{}", r.to_json_line());
-        }
-    } else {
-        print!("{}", render_table(&records));
+    if print_records(&records, args.json) {
         for r in &records {
             if let Some(ratio) = r.extra.get("ratio_to_raw").and_then(|v| v.as_f64()) {
                 println!(

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::Parser;
-use common::bench::{BenchRecord, Engine, render_table};
+use common::bench::{BenchRecord, Engine, print_records};
 use common::hash::mix64;
 use peakfs::pstore::cart::Cart;
 
@@ -335,12 +335,7 @@ fn main() -> anyhow::Result<()> {
             );
         }
     }
-    if args.json {
-        for r in &records {
-            println!("{}", r.to_json_line());
-        }
-    } else {
-        println!("{}", render_table(&records));
+    if print_records(&records, args.json) {
         let ratio = runs[0].memory as f64 / runs[1].memory as f64;
         println!(
             "memory: cART {} B ({:.1} B/name), HashMap {} B ({:.1} B/name), cART/HashMap = {:.3}",

@@ -16,8 +16,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::Parser;
-use common::bench::{BenchRecord, Engine, LatencyRecorder, render_table};
+use common::bench::{BenchRecord, Engine, LatencyRecorder, print_records};
 use peakfs::config::ServerConfig;
+use peakfs::local_cluster::scratch_dir;
 use peakfs::placement::{Hint, Layout, ROOT_INO};
 use peakfs::protocol::{Request, UnlinkFlags};
 use peakfs::server::slice::{Slice, hint_to_store};
@@ -92,16 +93,7 @@ fn main() -> anyhow::Result<()> {
     if args.files == 0 || args.rounds == 0 {
         bail!("--files and --rounds must be at least 1");
     }
-    let shm = std::path::Path::new("/dev/shm");
-    let parent = match &args.dir {
-        Some(d) => d.clone(),
-        None if shm.is_dir() => shm.to_path_buf(),
-        None => std::env::temp_dir(),
-    };
-    let dir = tempfile::Builder::new()
-        .prefix("peakfs-slice-bench-")
-        .tempdir_in(&parent)
-        .with_context(|| format!("a folder in {}", parent.display()))?;
+    let dir = scratch_dir(args.dir.as_deref(), "peakfs-slice-bench-")?;
     let cfg = ServerConfig {
         data: dir.path().join("data"),
         data_size: args.data_mib << 20,
@@ -183,12 +175,7 @@ fn main() -> anyhow::Result<()> {
                 .finish()?,
         );
     }
-    if args.json {
-        for r in &records {
-            println!("{}", r.to_json_line());
-        }
-    } else {
-        println!("{}", render_table(&records));
+    if print_records(&records, args.json) {
         for r in &records {
             let max = r.latency_us.as_ref().map_or(0.0, |l| l.max);
             println!(

@@ -229,16 +229,7 @@ fn start_local_cluster(
         (Vec::new(), None)
     };
     let bin_dir = exe.parent().context("the folder of the peakfs binary")?;
-    let shm = std::path::Path::new("/dev/shm");
-    let parent = match parent {
-        Some(p) => p.to_path_buf(),
-        None if shm.is_dir() => shm.to_path_buf(),
-        None => std::env::temp_dir(),
-    };
-    let dir = tempfile::Builder::new()
-        .prefix("peakfs-local-")
-        .tempdir_in(&parent)
-        .with_context(|| format!("a folder in {}", parent.display()))?;
+    let dir = peakfs::local_cluster::scratch_dir(parent, "peakfs-local-")?;
     let cfg = LocalClusterConfig {
         bin_dir: bin_dir.to_path_buf(),
         work_dir: dir.path().to_path_buf(),
@@ -325,12 +316,7 @@ fn main() -> Result<()> {
             };
             let records = peakfs::bench::drive(&cfg, &exe, only)?;
             drop(local);
-            if *json {
-                for r in &records {
-                    println!("{}", r.to_json_line());
-                }
-            } else {
-                print!("{}", common::bench::render_table(&records));
+            if common::bench::print_records(&records, *json) {
                 println!(
                     "{:<34} {:>12} {:>12} {:>12} {:>8}",
                     "workload", "ops/s", "/echo-sync", "/echo-pipe", "rpcs/op"

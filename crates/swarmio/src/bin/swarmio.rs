@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
-use common::bench::{BenchRecord, render_table};
+use common::bench::BenchRecord;
 use gpu_nvme::bench::{self, BenchArgs, GpuData};
 use swarmio::bench::{Emulation, run_one};
 use swarmio::presets;
@@ -94,12 +94,7 @@ fn main() -> Result<()> {
 }
 
 fn print_records(args: &BenchArgs, records: &[BenchRecord]) {
-    if args.json {
-        for r in records {
-            println!("{}", r.to_json_line());
-        }
-    } else {
-        println!("{}", render_table(records));
+    if common::bench::print_records(records, args.json) {
         for r in records {
             let f = r
                 .extra
