@@ -1383,14 +1383,14 @@ impl PStore {
                 let n = (i64::from(i.nlink) + delta).clamp(0, i64::from(u32::MAX));
                 i.nlink = n as u32;
                 i.ctime_ns = now;
-                match &free {
-                    Some((ino, blocks)) if i.nlink == 0 && *ino == i.ino => {
-                        // Its image is not written: the slot is free from this transaction on.
-                        s.free_inode(slot, &i, blocks)?;
-                        orphaned.push(i.ino);
-                        continue;
-                    }
-                    _ => {}
+                if let Some((ino, blocks)) = &free
+                    && i.nlink == 0
+                    && *ino == i.ino
+                {
+                    // Its image is not written: the slot is free from this transaction on.
+                    s.free_inode(slot, &i, blocks)?;
+                    orphaned.push(i.ino);
+                    continue;
                 }
                 s.log_inode(slot, &i)?;
                 if i.nlink == 0 && !s.orphans.contains(&i.ino) {
@@ -1457,11 +1457,7 @@ impl PStore {
     /// Adds to the transaction the free of inode `i` at `slot`: its mapped `blocks` (each with
     /// its pages), its first block's pages, its ino and its slot.
     fn free_inode(&mut self, slot: u64, i: &Inode, blocks: &[u64]) -> Result<(), PStoreError> {
-        for &b in blocks {
-            let run = self.data.run_of(i.ino, b);
-            self.data.free(run, &mut self.tx);
-            self.data.map(i.ino, b, PageRun::NONE, &mut self.tx);
-        }
+        self.data.unmap_blocks(i.ino, blocks, &mut self.tx);
         self.data.free(i.first_block, &mut self.tx);
         self.log(Record::InoUnmap { ino: i.ino })?;
         self.log(Record::InodeFree { slot })
@@ -1477,11 +1473,7 @@ impl PStore {
             .collect();
         for chunk in blocks.chunks(BLOCKS_PER_TX) {
             self.run(chunk.len() * 80, |s| {
-                for &b in chunk {
-                    let run = s.data.run_of(ino, b);
-                    s.data.free(run, &mut s.tx);
-                    s.data.map(ino, b, PageRun::NONE, &mut s.tx);
-                }
+                s.data.unmap_blocks(ino, chunk, &mut s.tx);
                 Ok(())
             })?;
         }

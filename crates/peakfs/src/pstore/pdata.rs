@@ -146,6 +146,15 @@ impl PData {
         self.blocks.blocks_of(ino)
     }
 
+    /// Frees the pages of `blocks` of `ino` and unmaps them, adding the records to `tx`.
+    pub fn unmap_blocks(&mut self, ino: u64, blocks: &[u64], tx: &mut Vec<Record>) {
+        for &b in blocks {
+            let run = self.run_of(ino, b);
+            self.free(run, tx);
+            self.map(ino, b, PageRun::NONE, tx);
+        }
+    }
+
     /// Applies a record to the bitmap or the hashtable; `live` defers page frees to the commit.
     /// Returns `false` for records of other components.
     pub fn apply(&mut self, rec: &Record, live: bool) -> Result<bool, PStoreError> {
