@@ -31,6 +31,13 @@
 //!   private / `echo-home` is what a private operation costs beyond an echo, and `echo-home` /
 //!   `echo-sync` what the directories' placement costs. Its record tells how many processes
 //!   share the busiest slice (`max_procs_per_slice`);
+//! - `xfer-{write,read}`: the data-transfer ceiling of the IOR phases: XFER requests
+//!   ([`crate::protocol::op::XFER`]) carrying 256 KiB to the server (write) or asking it for
+//!   256 KiB (read), answered by the communicating thread without touching a slice, as many
+//!   bytes per process as an IOR phase moves, [`XFER_WINDOW`] in flight, each process to its
+//!   home server as in `echo-sync`. They run with any IOR phase; IOR records carry
+//!   `fraction_of_xfer_{write,read}` (bytes per second against bytes per second): what the
+//!   storage path and the client's data path cost beyond moving the bytes;
 //! - `mdtest-{create,stat,remove}-{empty,3901}-{private,bigdir}`: `files` files per process,
 //!   empty or 3,901 bytes, in a per-process regular directory or in one shared bigdir;
 //! - `ior-nn-{write,read}`: one file per process (file-based distribution), 256 KiB
@@ -58,6 +65,9 @@ pub const NN_XFER: usize = 256 << 10;
 pub const N1_XFER: usize = 47_008;
 /// ECHO payload bytes.
 const ECHO_BYTES: usize = 64;
+/// XFER requests in flight per process: the depth of the client's write pipeline
+/// ([`ClientOptions::max_unfinished`]'s default).
+pub const XFER_WINDOW: usize = 32;
 /// The parent ino `echo-spread` hashes its names under (any fixed ino spreads them alike).
 const BIGDIR_STAND_IN: u64 = 1 << 20;
 
@@ -158,7 +168,14 @@ pub fn phases() -> Vec<String> {
             }
         }
     }
-    for p2 in ["ior-nn-write", "ior-nn-read", "ior-n1-write", "ior-n1-read"] {
+    for p2 in [
+        "xfer-write",
+        "xfer-read",
+        "ior-nn-write",
+        "ior-nn-read",
+        "ior-n1-write",
+        "ior-n1-read",
+    ] {
         p.push(p2.to_string());
     }
     p
@@ -264,6 +281,17 @@ impl Worker {
                     s = (s + step) % servers;
                 }
                 Ok((done, done * ECHO_BYTES as u64))
+            }
+            ["xfer", dir] => {
+                let xfers = self.cfg.ior_bytes / NN_XFER as u64;
+                let server = c.layout().route(c.home()).server;
+                let (data, reply_len) = if *dir == "write" {
+                    (vec![0x3cu8; NN_XFER], 0)
+                } else {
+                    (Vec::new(), NN_XFER as u32)
+                };
+                c.xfer(server, &data, reply_len, xfers, XFER_WINDOW)?;
+                Ok((xfers, xfers * NN_XFER as u64))
             }
             ["mdtest", op, size, place] => {
                 let data = vec![0xa5u8; if *size == "3901" { SMALL_FILE } else { 0 }];
@@ -465,6 +493,20 @@ impl Phase {
     pub fn rate(&self) -> f64 {
         self.ops as f64 / self.duration.as_secs_f64().max(1e-9)
     }
+
+    /// Bytes per second.
+    pub fn bandwidth(&self) -> f64 {
+        self.bytes as f64 / self.duration.as_secs_f64().max(1e-9)
+    }
+}
+
+/// Whether phase `name` runs under the filter `only` (substrings of names; empty: all): the
+/// echo ceilings always, the transfer ceilings whenever an IOR phase runs.
+fn selected(name: &str, only: &[String]) -> bool {
+    let picked = |n: &str| only.is_empty() || only.iter().any(|o| n.contains(o.as_str()));
+    name.starts_with("echo")
+        || picked(name)
+        || (name.starts_with("xfer") && phases().iter().any(|p| p.starts_with("ior") && picked(p)))
 }
 
 /// Runs the whole benchmark with `cfg.procs` worker processes started as `exe bench-worker`;
@@ -554,10 +596,7 @@ pub fn drive(
     }
     let mut results: Vec<(String, Phase)> = Vec::new();
     for name in phases() {
-        if !only.is_empty()
-            && !only.iter().any(|o| name.contains(o.as_str()))
-            && !name.starts_with("echo")
-        {
+        if !selected(&name, only) {
             continue;
         }
         let t = Instant::now();
@@ -615,6 +654,13 @@ pub fn drive(
     drop(procs);
     let ceiling = |n: &str| results.iter().find(|(p, _)| p == n).map(|(_, r)| r.rate());
     let (sync, piped) = (ceiling("echo-sync"), ceiling("echo-pipelined"));
+    let bandwidth = |n: &str| {
+        results
+            .iter()
+            .find(|(p, _)| p == n)
+            .map(|(_, r)| r.bandwidth())
+    };
+    let (xfer_write, xfer_read) = (bandwidth("xfer-write"), bandwidth("xfer-read"));
     let mut records = Vec::new();
     for (name, r) in &results {
         let mut b = BenchRecord::new("peakfs", name.clone(), Engine::Cpu)
@@ -627,16 +673,28 @@ pub fn drive(
             .param("reply_poll_us", cfg.reply_poll_us);
         if name.starts_with("mdtest") {
             b = b.param("files_per_proc", cfg.files as u64);
-        } else if name.starts_with("ior") {
+        } else if name.starts_with("ior") || name.starts_with("xfer") {
             b = b.param("bytes_per_proc", cfg.ior_bytes);
             b = b.param(
                 "transfer",
-                if name.contains("nn") {
-                    NN_XFER as u64
-                } else {
+                if name.contains("n1") {
                     N1_XFER as u64
+                } else {
+                    NN_XFER as u64
                 },
             );
+            if name.starts_with("xfer") {
+                b = b.param("window", XFER_WINDOW as u64);
+            } else {
+                let (key, ceiling) = if name.ends_with("write") {
+                    ("fraction_of_xfer_write", xfer_write)
+                } else {
+                    ("fraction_of_xfer_read", xfer_read)
+                };
+                if let Some(c) = ceiling {
+                    b = b.extra(key, r.bandwidth() / c);
+                }
+            }
         } else {
             b = b.param(
                 "window",

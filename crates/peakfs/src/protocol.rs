@@ -101,6 +101,11 @@ pub mod op {
     pub const HELLO: Opcode = Opcode(0x0001);
     /// Fabric's echo (answered with the same payload, no λ).
     pub const ECHO: Opcode = Opcode::ECHO;
+    /// The benchmark's data-transfer ceiling (no λ; answered by the communicating thread, as
+    /// an ECHO): the payload starts with the reply's length ([`xfer_reply_len`]), the rest
+    /// is dropped, and the reply is that many zero bytes. Bulk bytes cross the transport one
+    /// way, as a WRITE's or a READ's do, with no slice work.
+    pub const XFER: Opcode = Opcode(0x0002);
     /// Every PeakFS opcode that carries a λ.
     pub const ALL: [Opcode; 18] = [
         LOOKUP, CREATE, MKINODE, LINK, GETATTR, SETATTR, READDIR, UNLINK, RMINODE, DIRSEAL, RENAME,
@@ -128,10 +133,18 @@ pub mod op {
             TRUNCATE => "truncate",
             STATFS => "statfs",
             ECHO => "echo",
+            XFER => "xfer",
             HELLO => "hello",
             _ => "unknown",
         }
     }
+}
+
+/// The reply length an XFER payload asks for: its first 4 bytes (little-endian), at most
+/// [`MAX_IO`]; `None` when they are missing or ask for more.
+pub fn xfer_reply_len(payload: &[u8]) -> Option<usize> {
+    let n = u32::from_le_bytes(*payload.first_chunk::<4>()?);
+    (n <= MAX_IO).then_some(n as usize)
 }
 
 /// The payload of a HELLO asking for communicating thread `thread` (taken mod the server's

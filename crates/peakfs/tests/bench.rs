@@ -144,6 +144,9 @@ fn bench_with_a_local_cluster_needs_nothing_running_and_leaves_nothing_behind() 
             "1",
             "--local-data-mib",
             "64",
+            // The servers' controllers copy to and from their mapped data files.
+            "--local-backend",
+            "mmap",
             "--local-dir",
             dir.path().to_str().unwrap(),
             "--procs",
@@ -181,11 +184,26 @@ fn bench_with_a_local_cluster_needs_nothing_running_and_leaves_nothing_behind() 
             "echo-spread",
             "echo-home",
             "mdtest-create-empty-private",
+            "xfer-write",
+            "xfer-read",
             "ior-nn-write",
             "ior-nn-read"
         ]
     );
     assert!(records.iter().all(|r| r["parameters"]["servers"] == 2));
+    // The transfer ceilings move as many bytes as the IOR phases (1 MiB per process), and
+    // each IOR phase is reported against the one of its direction.
+    for r in &records[5..] {
+        assert_eq!(r["bytes"], 2 << 20, "{}", r["workload"]);
+    }
+    for (name, key) in [
+        ("ior-nn-write", "fraction_of_xfer_write"),
+        ("ior-nn-read", "fraction_of_xfer_read"),
+    ] {
+        let r = records.iter().find(|r| r["workload"] == name).unwrap();
+        let f = r["extra"][key].as_f64().unwrap();
+        assert!(f > 0.0 && f.is_finite(), "{name}: {f}");
+    }
     // The cluster's folder (data files and logs) is gone with it.
     let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert!(left.is_empty(), "left behind: {left:?}");

@@ -459,3 +459,17 @@ fn device_numbers_round_trip_through_mknod_and_stat() {
         assert_eq!(c.stat(&path).unwrap().rdev, rdev);
     }
 }
+
+#[test]
+fn a_benchmark_burst_fails_when_a_reply_is_an_error() {
+    let cl = Cluster::start(1);
+    let mut c = cl.client();
+    c.echo(0, b"ping", 20, 4).unwrap();
+    c.xfer(0, &[1; 1000], 4096, 20, 4).unwrap();
+    // Requests asking for more than a frame holds: the burst reports their refusal (a
+    // ceiling measured over refused requests would be a wrong ceiling), and the connection
+    // keeps serving.
+    let too_long = peakfs::protocol::MAX_IO + 1;
+    assert_eq!(errno(c.xfer(0, &[], too_long, 3, 2)), libc::EINVAL);
+    c.xfer(0, &[], 4096, 5, 2).unwrap();
+}

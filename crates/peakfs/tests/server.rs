@@ -12,7 +12,7 @@ use peakfs::client::{Caller, Client as LibClient, ClientOptions};
 use peakfs::config::{ControllerKind, MasterConfig, ServerConfig};
 use peakfs::master::{MasterHandle, fetch_view};
 use peakfs::placement::{DataDist, Hint, Layout, ROOT_INO, home_lambda, name_lambda};
-use peakfs::protocol::{Errno, Fate, RenameFlags, Reply, Request, op};
+use peakfs::protocol::{Errno, Fate, MAX_IO, RenameFlags, Reply, Request, op};
 use peakfs::server::Server;
 use server_support::{Client, DIR, REG, assert_bytes, block_file, default_hint, pattern};
 
@@ -475,6 +475,19 @@ fn bad_frames_and_requests_get_errors_while_other_clients_keep_being_served() {
     assert_eq!(
         remote(rpc.call(op::GETATTR, &[&stale])),
         Errno::ESTALE.error_code()
+    );
+    // An XFER answers with the zero bytes it asks for, and refuses a length it lacks or one
+    // past a frame's data.
+    let mut xfer = 100u32.to_le_bytes().to_vec();
+    xfer.extend_from_slice(&[7; 300]);
+    assert_eq!(rpc.call(op::XFER, &[&xfer]).unwrap().payload, [0u8; 100]);
+    assert_eq!(
+        remote(rpc.call(op::XFER, &[&[1, 0]])),
+        Errno::EINVAL.error_code()
+    );
+    assert_eq!(
+        remote(rpc.call(op::XFER, &[&(MAX_IO + 1).to_le_bytes()])),
+        Errno::EINVAL.error_code()
     );
     // Echo works and the connection is still usable.
     assert_eq!(rpc.call(Opcode::ECHO, &[b"ping"]).unwrap().payload, b"ping");

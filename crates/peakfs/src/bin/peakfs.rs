@@ -98,6 +98,12 @@ enum Cmd {
         /// pinned.
         #[arg(long, requires = "local_cluster", conflicts_with = "spawn_prefix")]
         local_pin: bool,
+        /// How the --local-cluster servers' file controllers reach their data files (the
+        /// servers' default, uring, when not given); mmap moves the bytes of a data file on
+        /// tmpfs (the default --local-dir) by memory copies.
+        #[arg(long, requires = "local_cluster",
+              value_parser = clap::builder::PossibleValuesParser::new(["psync", "uring", "mmap"]))]
+        local_backend: Option<String>,
     },
     /// One worker process of `bench` (internal).
     #[command(hide = true)]
@@ -215,6 +221,7 @@ fn start_local_cluster(
     workers: u32,
     data_mib: u64,
     pin: bool,
+    backend: Option<&str>,
 ) -> Result<(LocalCluster, tempfile::TempDir, Option<String>)> {
     if servers == 0 || workers == 0 {
         bail!("--local-cluster and --local-workers must be at least 1");
@@ -238,11 +245,15 @@ fn start_local_cluster(
         data_bytes: data_mib << 20,
         // Unpinned, clients share the cores: workers float, and a 2-core machine keeps its
         // echo.
-        server_args: if pin {
-            Vec::new()
-        } else {
-            vec!["--no-pin".into()]
-        },
+        server_args: (!pin)
+            .then(|| "--no-pin".to_string())
+            .into_iter()
+            .chain(
+                backend
+                    .into_iter()
+                    .flat_map(|b| ["--backend".into(), b.into()]),
+            )
+            .collect(),
         server_cpus,
     };
     tracing::info!(servers, workers, dir = %dir.path().display(), "starting a local cluster");
@@ -276,6 +287,7 @@ fn main() -> Result<()> {
             local_workers,
             local_data_mib,
             local_pin,
+            local_backend,
         } => {
             if *procs == 0 {
                 bail!("--procs must be at least 1");
@@ -289,6 +301,7 @@ fn main() -> Result<()> {
                     *local_workers,
                     *local_data_mib,
                     *local_pin,
+                    local_backend.as_deref(),
                 )?),
                 None => None,
             };
@@ -318,18 +331,21 @@ fn main() -> Result<()> {
             drop(local);
             if common::bench::print_records(&records, *json) {
                 println!(
-                    "{:<34} {:>12} {:>12} {:>12} {:>8}",
-                    "workload", "ops/s", "/echo-sync", "/echo-pipe", "rpcs/op"
+                    "{:<34} {:>12} {:>12} {:>12} {:>8} {:>8} {:>8}",
+                    "workload", "ops/s", "/echo-sync", "/echo-pipe", "rpcs/op", "GB/s", "/xfer"
                 );
                 for r in &records {
                     let f = |k: &str| r.extra.get(k).and_then(|v| v.as_f64()).unwrap_or(f64::NAN);
+                    let of_xfer = f("fraction_of_xfer_write").min(f("fraction_of_xfer_read"));
                     println!(
-                        "{:<34} {:>12.0} {:>12.3} {:>12.3} {:>8.2}",
+                        "{:<34} {:>12.0} {:>12.3} {:>12.3} {:>8.2} {:>8.2} {:>8.3}",
                         r.workload,
                         r.iops,
                         f("fraction_of_echo_sync"),
                         f("fraction_of_echo_pipelined"),
-                        f("rpcs_per_op")
+                        f("rpcs_per_op"),
+                        r.gbps,
+                        of_xfer
                     );
                 }
             }

@@ -27,8 +27,11 @@ enum Tag {
     Sync,
     /// A pipelined write of open file `fh`: its reply only decrements `unfinished_cnt`.
     Write(u64),
-    /// Nobody looks at the reply (echo benchmark).
+    /// Nobody looks at the reply (HELLO).
     Discard,
+    /// A request of a [`Conns::burst`]: nobody looks at the reply, but a failure fails the
+    /// burst.
+    Burst,
 }
 
 /// A request in flight: the server it went to and its id there.
@@ -70,6 +73,8 @@ pub struct Conns {
     head: Vec<u8>,
     /// The communicating thread this client asks every server for (HELLO).
     thread: u64,
+    /// The first failure of a burst's requests, until the burst returns it.
+    burst_error: Option<ClientError>,
 }
 
 impl Conns {
@@ -105,6 +110,7 @@ impl Conns {
             sent: 0,
             head: Vec::with_capacity(64),
             thread,
+            burst_error: None,
         };
         for s in 0..conns.servers.len() {
             conns.rpc(s as u32)?;
@@ -190,6 +196,11 @@ impl Conns {
                 }
             }
             Tag::Discard => {}
+            Tag::Burst => {
+                if let Err(e) = r {
+                    self.burst_error.get_or_insert(e);
+                }
+            }
         }
     }
 
@@ -385,18 +396,20 @@ impl Conns {
         self.writes.remove(&fh);
     }
 
-    /// Sends `count` echo requests of `payload` to `server`, keeping `window` in flight, and
-    /// waits for all replies (the RPC ceiling of the benchmark).
-    pub fn echo_burst(
+    /// Sends `count` requests `opcode` with the payload `parts` (an ECHO or an XFER) to
+    /// `server`, keeping `window` in flight, and waits for all replies, which nobody reads
+    /// (the benchmark's ceilings).
+    pub fn burst(
         &mut self,
         server: u32,
-        payload: &[u8],
+        opcode: Opcode,
+        parts: &[&[u8]],
         count: u64,
         window: usize,
     ) -> Result<(), ClientError> {
         if server >= self.servers() {
             return Err(ClientError::Internal(
-                "echo to a server that does not exist",
+                "a burst to a server that does not exist",
             ));
         }
         let window = window.clamp(1, self.window);
@@ -405,11 +418,9 @@ impl Conns {
                 self.reap(server)?;
             }
             let rpc = self.rpc(server)?;
-            match rpc.submit(Opcode::ECHO, &[payload]) {
+            match rpc.submit(opcode, parts) {
                 Ok(id) => {
-                    self.servers[server as usize]
-                        .pending
-                        .insert(id, Tag::Discard);
+                    self.servers[server as usize].pending.insert(id, Tag::Burst);
                     self.sent += 1;
                 }
                 Err(e) => return Err(self.fail_server(server, e)),
@@ -418,7 +429,7 @@ impl Conns {
         while !self.servers[server as usize].pending.is_empty() {
             self.reap(server)?;
         }
-        Ok(())
+        self.burst_error.take().map_or(Ok(()), Err)
     }
 
     /// Closes every connection (GOODBYE).

@@ -1528,7 +1528,28 @@ impl Client {
     /// Sends `count` ECHO requests of `payload` bytes to server `server` with `window` in
     /// flight (the RPC ceiling).
     pub fn echo(&mut self, server: u32, payload: &[u8], count: u64, window: usize) -> Result<()> {
-        self.conns.echo_burst(server, payload, count, window)
+        self.conns
+            .burst(server, op::ECHO, &[payload], count, window)
+    }
+
+    /// Sends `count` XFER requests carrying `data` and asking for `reply_len` bytes back to
+    /// server `server` with `window` in flight (the data-transfer ceiling: bulk bytes one way,
+    /// no slice work).
+    pub fn xfer(
+        &mut self,
+        server: u32,
+        data: &[u8],
+        reply_len: u32,
+        count: u64,
+        window: usize,
+    ) -> Result<()> {
+        self.conns.burst(
+            server,
+            op::XFER,
+            &[&reply_len.to_le_bytes(), data],
+            count,
+            window,
+        )
     }
 
     /// Runs independent raw requests pipelined: all are sent, then all replies collected

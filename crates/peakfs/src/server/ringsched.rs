@@ -41,7 +41,7 @@ use fabric::{
 use super::readcache::{CacheHit, ReadCache};
 use super::slice::{Failure, Slice};
 use crate::placement::Layout;
-use crate::protocol::{Errno, ProtoError, Request, hello_thread, op};
+use crate::protocol::{Errno, ProtoError, Request, hello_thread, op, xfer_reply_len};
 
 /// How long an idle worker sleeps in its poller before it re-checks the stop flag.
 const IDLE_WAIT: Duration = Duration::from_millis(20);
@@ -284,6 +284,7 @@ impl RingSched {
                 shared: shared.clone(),
                 stop: stop.clone(),
                 out: Vec::new(),
+                zeros: Vec::new(),
             };
             workers.push(
                 std::thread::Builder::new()
@@ -526,6 +527,8 @@ struct Worker {
     stop: Arc<Stop>,
     /// Reused reply buffer.
     out: Vec<u8>,
+    /// Zero bytes the XFER replies are cut from (grown to the longest asked for).
+    zeros: Vec<u8>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -680,6 +683,27 @@ impl Worker {
         let (id, opc, payload) = (frame.header.request_id, frame.header.opcode, frame.payload);
         if opc == op::ECHO {
             send_reply(out, conn, id, opc, Ok(payload));
+            return;
+        }
+        if opc == op::XFER {
+            match xfer_reply_len(payload) {
+                Some(n) => {
+                    if self.zeros.len() < n {
+                        self.zeros.resize(n, 0);
+                    }
+                    send_reply(out, conn, id, opc, Ok(&self.zeros[..n]));
+                }
+                None => {
+                    let f = (
+                        Errno::EINVAL,
+                        format!(
+                            "XFER payload of {} bytes asks for no valid length",
+                            payload.len()
+                        ),
+                    );
+                    send_reply(out, conn, id, opc, Err(&f));
+                }
+            }
             return;
         }
         if opc == op::HELLO {
