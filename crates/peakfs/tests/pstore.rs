@@ -714,6 +714,45 @@ fn runs_written_together_land_at_their_pages_through_own_and_shared_queues() {
 }
 
 #[test]
+fn runs_read_together_come_from_their_pages_through_own_and_shared_queues_and_direct() {
+    let (_c, dev) = swarm_queues(32 << 20, 512, 1);
+    let data: Vec<u8> = (0..64 * 4096)
+        .map(|i| (i / 4096 * 13 + i % 239) as u8)
+        .collect();
+    for (queue, direct) in [(Some(0), false), (None, false), (Some(0), true)] {
+        if direct {
+            dev.enable_direct_host_dma();
+        }
+        let zone = Zone::new(dev.clone(), queue, 8, 64 * 8).unwrap();
+        zone.write(0, &data).unwrap();
+        // Out of order, apart, one longer than a bounce slot (16 pages), one empty, one
+        // buffer not dword aligned.
+        let (mut a, mut b, mut c) = (vec![0u8; 2 * 4096], vec![0u8; 4096], vec![0u8; 20 * 4096]);
+        let mut odd = vec![0u8; 3 * 4096 + 1];
+        zone.read_runs(&mut [
+            (40, &mut c[..]),
+            (3, &mut a[..]),
+            (9, &mut []),
+            (20, &mut b[..]),
+            (30, &mut odd[1..]),
+        ])
+        .unwrap();
+        let pages = |p: usize, n: usize| &data[p * 4096..(p + n) * 4096];
+        let how = format!("queue {queue:?}, direct {direct}");
+        assert!(a == pages(3, 2), "run at 3 via {how}");
+        assert!(b == pages(20, 1), "run at 20 via {how}");
+        assert!(c == pages(40, 20), "run at 40 via {how}");
+        assert!(odd[1..] == *pages(30, 3), "unaligned run at 30 via {how}");
+        // A run past the end refuses the whole call.
+        let mut late = vec![0u8; 2 * 4096];
+        assert!(matches!(
+            zone.read_runs(&mut [(3, &mut a[..]), (63, &mut late[..])]),
+            Err(ZoneError::Range { .. })
+        ));
+    }
+}
+
+#[test]
 fn long_runs_move_alike_through_slots_and_direct_transfers_from_any_buffer() {
     let (_c, dev) = swarm_queues(32 << 20, 512, 1);
     // 2.5 MiB: more than one slot (64 KiB) and more than one direct command (1 MiB) each.
@@ -786,6 +825,12 @@ fn data_op() -> impl Strategy<Value = DataOp> {
         // Whole pages: the paths that hand the data to the device as it is.
         2 => (0u64..17, 1usize..9, any::<u8>())
             .prop_map(|(p, n, b)| DataOp::Write(p * 4096, (0..n * 4096).map(|i| b ^ (i / 7) as u8).collect())),
+        // Over several blocks in one call: their device writes go out together, their
+        // reads come back together.
+        1 => (0u64..40_000, prop::collection::vec(any::<u8>(), 60_000..140_000))
+            .prop_map(|(o, d)| DataOp::Write(o, d)),
+        1 => (0u64..10, 17usize..48, any::<u8>())
+            .prop_map(|(p, n, b)| DataOp::Write(p * 4096, (0..n * 4096).map(|i| b ^ (i / 11) as u8).collect())),
         1 => (0u64..70_000).prop_map(DataOp::Truncate),
     ]
 }
@@ -797,9 +842,15 @@ proptest! {
         ops in prop::collection::vec(data_op(), 1..25),
         direct in any::<bool>(),
         defer in any::<bool>(),
+        big_blocks in any::<bool>(),
     ) {
         let (_c, dev) = swarm(32 << 20, 4096);
         let mut cfg = small_config(4096);
+        if big_blocks {
+            // Blocks of more pages than are staged: their writes go to the device, all the
+            // blocks of one call together.
+            cfg.block_pages = 16;
+        }
         if direct {
             // The worker's own queue with direct transfers, as a server runs it.
             dev.enable_direct_host_dma();

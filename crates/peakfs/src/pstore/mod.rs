@@ -1526,24 +1526,49 @@ impl PStore {
             Some(_) => Some(self.getattr(ino)?),
             None => None,
         };
+        // The blocks' device writes go out together: one wait for the device per request,
+        // not one per block. A block's new run is mapped, and its old one freed, only once
+        // its data is on the device.
+        let mut direct = Vec::new();
+        let mut moved = Vec::new();
         let mut at = 0usize;
+        let mut gathered = Ok(());
         while at < data.len() {
             let pos = offset + at as u64;
             let block = pos / bs;
             let off = (pos % bs) as usize;
             let n = (bs as usize - off).min(data.len() - at);
             let run = self.block_run(local.as_ref(), ino, block);
-            let new =
-                self.data
-                    .write_block(&self.zone, run, off, &data[at..at + n], &mut self.tx)?;
-            if new != run {
-                match local.as_mut() {
-                    Some(i) if block == 0 => i.first_block = new,
-                    _ => self.data.map(ino, block, new, &mut self.tx),
+            let piece = &data[at..at + n];
+            match self
+                .data
+                .write_block(&self.zone, run, off, piece, &mut direct, &mut self.tx)
+            {
+                Ok(new) if new != run => moved.push((block, run, new)),
+                Ok(_) => {}
+                Err(e) => {
+                    // The blocks before this one are written all the same.
+                    gathered = Err(e);
+                    break;
                 }
             }
             at += n;
         }
+        if let Err(e) = self.data.write_direct(&self.zone, &direct) {
+            // No block maps pages its data may not have reached: the new runs go back.
+            for (_, _, new) in moved {
+                self.data.free(new, &mut self.tx);
+            }
+            return Err(e);
+        }
+        for (block, old, new) in moved {
+            self.data.free(old, &mut self.tx);
+            match local.as_mut() {
+                Some(i) if block == 0 => i.first_block = new,
+                _ => self.data.map(ino, block, new, &mut self.tx),
+            }
+        }
+        gathered?;
         if let (Some(slot), Some(mut i)) = (slot, local) {
             i.size = i.size.max(offset + data.len() as u64);
             i.mtime_ns = now_ns();
@@ -1567,17 +1592,22 @@ impl PStore {
             Some(i) => i.size.saturating_sub(offset).min(buf.len() as u64) as usize,
             None => buf.len(),
         };
-        let mut at = 0usize;
+        // Whole pages of every block are read together, as a write's are written.
+        let mut direct = Vec::new();
+        let (mut at, mut rest) = (0usize, &mut buf[..len]);
         while at < len {
             let pos = offset + at as u64;
             let block = pos / bs;
             let off = (pos % bs) as usize;
             let n = (bs as usize - off).min(len - at);
             let run = self.block_run(local.as_ref(), ino, block);
+            let (piece, tail) = std::mem::take(&mut rest).split_at_mut(n);
+            rest = tail;
             self.data
-                .read_block(&self.zone, run, off, &mut buf[at..at + n])?;
+                .read_block(&self.zone, run, off, piece, &mut direct)?;
             at += n;
         }
+        self.data.read_direct(&self.zone, &mut direct)?;
         Ok(len)
     }
 

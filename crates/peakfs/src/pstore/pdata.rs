@@ -18,6 +18,7 @@
 //! even on a drive whose cache writes blocks back in any order, and a worker pays one round
 //! trip to its NVMe queue per batch instead of one per small write. Reads see staged pages.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use super::PStoreError;
@@ -41,6 +42,10 @@ pub struct PData {
     unflushed: bool,
 }
 
+/// Device writes of whole pages gathered for one request, `(zone page, bytes)`: the client's
+/// own bytes where whole pages are written, a merged copy where a write meets old pages.
+pub type DirectWrites<'a> = Vec<(u64, Cow<'a, [u8]>)>;
+
 /// Writes of at most this many pages are staged.
 const STAGE_PAGES: usize = 4;
 /// Staged pages are written out once there are more than this many.
@@ -62,29 +67,49 @@ impl PData {
 
     /// Reads whole pages at zone page `at`, staged pages over the device's copy.
     fn read_pages(&self, zone: &Zone, at: u64, buf: &mut [u8]) -> Result<(), PStoreError> {
-        let end = at + (buf.len() / PAGE) as u64;
-        if self.staged.range(at..end).count() < buf.len() / PAGE {
-            zone.read(at, buf)?;
-        }
-        for (&p, page) in self.staged.range(at..end) {
-            let i = (p - at) as usize * PAGE;
-            buf[i..i + PAGE].copy_from_slice(page);
+        self.read_direct(zone, &mut [(at, buf)])
+    }
+
+    /// Reads runs of whole pages, each `(zone page, buffer)`, staged pages over the device's
+    /// copy: the device reads of all runs are in flight together (the blocks of one READ
+    /// request, gathered by [`PData::read_block`]).
+    pub fn read_direct(
+        &self,
+        zone: &Zone,
+        runs: &mut [(u64, &mut [u8])],
+    ) -> Result<(), PStoreError> {
+        let staged_in = |at: u64, buf: &[u8]| {
+            self.staged
+                .range(at..at + (buf.len() / PAGE) as u64)
+                .count()
+        };
+        let mut device: Vec<(u64, &mut [u8])> = runs
+            .iter_mut()
+            .filter(|(at, buf)| staged_in(*at, buf) < buf.len() / PAGE)
+            .map(|(at, buf)| (*at, &mut **buf))
+            .collect();
+        zone.read_runs(&mut device)?;
+        for (at, buf) in runs.iter_mut() {
+            let end = *at + (buf.len() / PAGE) as u64;
+            for (&p, page) in self.staged.range(*at..end) {
+                let i = (p - *at) as usize * PAGE;
+                buf[i..i + PAGE].copy_from_slice(page);
+            }
         }
         Ok(())
     }
 
-    /// Writes whole pages at zone page `at`: a few pages are staged, more go to the device now
-    /// (replacing any staged copy).
-    fn write_pages(&mut self, zone: &Zone, at: u64, buf: &[u8]) -> Result<(), PStoreError> {
-        let pages = buf.len() / PAGE;
-        if pages > STAGE_PAGES {
-            self.unflushed = true;
-            zone.write(at, buf)?;
-            let end = at + pages as u64;
-            let stale: Vec<u64> = self.staged.range(at..end).map(|(&p, _)| p).collect();
-            for p in stale {
-                self.staged.remove(&p);
-            }
+    /// Puts whole pages at zone page `at`: a few pages are staged; more join `direct`, the
+    /// device writes that [`PData::write_direct`] sends together.
+    fn put_pages<'a>(
+        &mut self,
+        zone: &Zone,
+        at: u64,
+        buf: Cow<'a, [u8]>,
+        direct: &mut DirectWrites<'a>,
+    ) -> Result<(), PStoreError> {
+        if buf.len() / PAGE > STAGE_PAGES {
+            direct.push((at, buf));
             return Ok(());
         }
         for (k, page) in buf.chunks_exact(PAGE).enumerate() {
@@ -92,6 +117,29 @@ impl PData {
         }
         if self.staged.len() > STAGED_MAX {
             self.write_out(zone)?;
+        }
+        Ok(())
+    }
+
+    /// Writes runs of whole pages gathered by [`PData::write_block`] to the device, all in
+    /// flight together (replacing any staged copy of their pages).
+    pub fn write_direct(
+        &mut self,
+        zone: &Zone,
+        direct: &DirectWrites<'_>,
+    ) -> Result<(), PStoreError> {
+        if direct.is_empty() {
+            return Ok(());
+        }
+        self.unflushed = true;
+        let runs: Vec<(u64, &[u8])> = direct.iter().map(|(at, b)| (*at, &b[..])).collect();
+        zone.write_runs(&runs)?;
+        for (at, b) in direct {
+            let (at, end) = (*at, *at + (b.len() / PAGE) as u64);
+            let stale: Vec<u64> = self.staged.range(at..end).map(|(&p, _)| p).collect();
+            for p in stale {
+                self.staged.remove(&p);
+            }
         }
         Ok(())
     }
@@ -238,13 +286,20 @@ impl PData {
     }
 
     /// Writes `data` at byte `off` of a block mapped to `run`; returns the block's run, which
-    /// is new when the block needed pages outside its run.
-    pub fn write_block(
+    /// is new when the block needed pages outside its run. Writes of more than a few pages
+    /// join `direct` for [`PData::write_direct`]; until they reached the device, a new run
+    /// must not be mapped nor `run` freed (the caller does both after).
+    ///
+    /// The writes gathered for one request never overlap pages this call reads: each block of
+    /// a request is written once, its runs are its own, and freed pages are not handed out
+    /// again before the transaction that frees them is durable.
+    pub fn write_block<'a>(
         &mut self,
         zone: &Zone,
         run: PageRun,
         off: usize,
-        data: &[u8],
+        data: &'a [u8],
+        direct: &mut DirectWrites<'a>,
         tx: &mut Vec<Record>,
     ) -> Result<PageRun, PStoreError> {
         let end = off + data.len();
@@ -262,7 +317,7 @@ impl PData {
             let at = self.base + run.start + u64::from(from - u32::from(run.first));
             if whole_pages {
                 // Nothing of the old pages survives: the data goes to the device as it is.
-                self.write_pages(zone, at, data)?;
+                self.put_pages(zone, at, Cow::Borrowed(data), direct)?;
                 return Ok(run);
             }
             let pages = (need - from) as usize;
@@ -276,7 +331,7 @@ impl PData {
             }
             let base = from as usize * PAGE;
             buf[off - base..end - base].copy_from_slice(data);
-            self.write_pages(zone, at, &buf)?;
+            self.put_pages(zone, at, Cow::Owned(buf), direct)?;
             return Ok(run);
         }
         // A new run from the lower of the old run's and the write's first page to the higher
@@ -294,8 +349,7 @@ impl PData {
         let base = first as usize * PAGE;
         if off == base && data.len() == pages as usize * PAGE {
             // The data fills the new run and covers all of the old one.
-            self.write_pages(zone, self.base + new.start, data)?;
-            self.free(run, tx);
+            self.put_pages(zone, self.base + new.start, Cow::Borrowed(data), direct)?;
             return Ok(new);
         }
         // Zero-filled so that bytes never written read as zeros after a later extension.
@@ -309,18 +363,19 @@ impl PData {
             )?;
         }
         buf[off - base..end - base].copy_from_slice(data);
-        self.write_pages(zone, self.base + new.start, &buf)?;
-        self.free(run, tx);
+        self.put_pages(zone, self.base + new.start, Cow::Owned(buf), direct)?;
         Ok(new)
     }
 
     /// Reads `out.len()` bytes at byte `off` of a block mapped to `run` (holes read zeros).
-    pub fn read_block(
+    /// Whole mapped pages join `direct` for [`PData::read_direct`] instead of being read now.
+    pub fn read_block<'a>(
         &self,
         zone: &Zone,
         run: PageRun,
         off: usize,
-        out: &mut [u8],
+        out: &'a mut [u8],
+        direct: &mut Vec<(u64, &'a mut [u8])>,
     ) -> Result<(), PStoreError> {
         let (lo, hi) = (usize::from(run.first) * PAGE, run.end() as usize * PAGE);
         let end = off + out.len();
@@ -332,8 +387,8 @@ impl PData {
             && end <= hi
         {
             // Whole mapped pages: straight into `out`.
-            let at = self.base + run.start + (off / PAGE) as u64 - first;
-            return self.read_pages(zone, at, out);
+            direct.push((self.base + run.start + (off / PAGE) as u64 - first, out));
+            return Ok(());
         }
         out.fill(0);
         let (from, to) = (off.max(lo), end.min(hi));
@@ -377,7 +432,10 @@ impl PData {
             let mut page = vec![0u8; PAGE];
             self.read_pages(zone, at, &mut page)?;
             page[keep % PAGE..].fill(0);
-            self.write_pages(zone, at, &page)?;
+            // One page: staged, never direct.
+            let mut direct = Vec::new();
+            self.put_pages(zone, at, Cow::Owned(page), &mut direct)?;
+            self.write_direct(zone, &direct)?;
         }
         Ok(kept)
     }

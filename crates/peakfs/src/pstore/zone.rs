@@ -76,10 +76,10 @@ pub enum ZoneError {
     },
 }
 
-/// The buffers of a pipelined transfer: one run of pages read, or runs of pages written,
-/// each at its own first LBA.
+/// The buffers of a pipelined transfer: runs of pages read or written, each at its own first
+/// LBA.
 enum Io<'a, 'b> {
-    Read(u64, &'a mut [u8]),
+    Read(&'a mut [(u64, &'b mut [u8])]),
     Write(&'a [(u64, &'b [u8])]),
 }
 
@@ -212,21 +212,42 @@ impl Zone {
     /// (one command per [`DIRECT_CHUNK`], no bounce slot, no copy); otherwise through bounce
     /// slots.
     pub fn read(&self, page: u64, buf: &mut [u8]) -> Result<(), ZoneError> {
-        if buf.is_empty() {
+        self.read_runs(&mut [(page, buf)])
+    }
+
+    /// Reads runs of whole pages, each `(first page, buffer)`, with the commands of all of
+    /// them in flight together (the blocks of one READ request), as [`Zone::write_runs`].
+    pub fn read_runs(&self, runs: &mut [(u64, &mut [u8])]) -> Result<(), ZoneError> {
+        let mut by_lba: Vec<(u64, &mut [u8])> = Vec::with_capacity(runs.len());
+        for (page, buf) in runs.iter_mut().filter(|(_, b)| !b.is_empty()) {
+            by_lba.push((self.lba(*page, buf.len())?, &mut **buf));
+        }
+        if by_lba.is_empty() {
             return Ok(());
         }
-        let lba = self.lba(page, buf.len())?;
+        let aligned = by_lba
+            .iter()
+            .all(|(_, b)| (b.as_ptr() as usize).is_multiple_of(4));
         match self.queue.and_then(|q| self.dev.host_queue(q)) {
-            Some(h) if self.dev.direct_host_dma() && (buf.as_ptr() as usize).is_multiple_of(4) => {
-                let mut reqs: Vec<(u64, &mut [u8])> = buf
-                    .chunks_mut(DIRECT_CHUNK)
-                    .enumerate()
-                    .map(|(i, c)| (self.lba_at(lba, i * DIRECT_CHUNK), c))
+            Some(h) if self.dev.direct_host_dma() && aligned => {
+                let mut reqs: Vec<(u64, &mut [u8])> = by_lba
+                    .iter_mut()
+                    .flat_map(|(lba, buf)| {
+                        let lba = *lba;
+                        buf.chunks_mut(DIRECT_CHUNK)
+                            .enumerate()
+                            .map(move |(i, c)| (self.lba_at(lba, i * DIRECT_CHUNK), c))
+                    })
                     .collect();
                 Ok(h.read_direct_many(&mut reqs)?)
             }
-            Some(h) => self.pipelined(h, Io::Read(lba, buf)),
-            None => Ok(self.dev.read_blocks(lba, buf)?),
+            Some(h) => self.pipelined(h, Io::Read(&mut by_lba)),
+            None => {
+                for (lba, buf) in by_lba {
+                    self.dev.read_blocks(lba, buf)?;
+                }
+                Ok(())
+            }
         }
     }
 
@@ -292,14 +313,15 @@ impl Zone {
                 .step_by(chunk)
                 .map(move |s| (self.lba_at(lba, s), r, s..len.min(s + chunk)))
         };
-        let cmds: Vec<(u64, usize, Range<usize>)> = match &io {
-            Io::Read(lba, buf) => split(0, *lba, buf.len()).collect(),
-            Io::Write(runs) => runs
-                .iter()
-                .enumerate()
-                .flat_map(|(r, (lba, buf))| split(r, *lba, buf.len()))
-                .collect(),
+        let shape: Vec<(u64, usize)> = match &io {
+            Io::Read(runs) => runs.iter().map(|(lba, b)| (*lba, b.len())).collect(),
+            Io::Write(runs) => runs.iter().map(|(lba, b)| (*lba, b.len())).collect(),
         };
+        let cmds: Vec<(u64, usize, Range<usize>)> = shape
+            .iter()
+            .enumerate()
+            .flat_map(|(r, &(lba, len))| split(r, lba, len))
+            .collect();
         let window = (h.depth() as usize / 2).max(1);
         let mut inflight: VecDeque<(Ticket, usize)> = VecDeque::new();
         let mut next = 0;
@@ -347,10 +369,10 @@ impl Zone {
                     "write"
                 };
                 result = result.and(Err(DeviceError::Status { op, status }.into()));
-            } else if let Io::Read(_, b) = &mut io {
-                let bytes = cmds[k].2.clone();
+            } else if let Io::Read(runs) = &mut io {
+                let (_, r, bytes) = &cmds[k];
                 let n = bytes.len();
-                b[bytes].copy_from_slice(h.slot_data(t, n));
+                runs[*r].1[bytes.clone()].copy_from_slice(h.slot_data(t, n));
             }
             h.release(t);
         }
