@@ -31,7 +31,13 @@
 //! Data (§III-C1, "Data distribution based on sharing modes"):
 //! - **block-based** (default): block `k` of file `i` at `λ = hash(i, k)`, except block 0,
 //!   which stays with the inode (`λ = home(i)`), so small files need no extra hop;
-//! - **file-based**: every block of file `i` at `λ = hash(i)`;
+//! - **file-based**: every block of file `i` at one λ: `i`'s sequence number plus a hash of the
+//!   slot that made it. The paper hashes the file; files made one after another on one slice
+//!   (the N-N files of a job, created together in one directory) go here to consecutive
+//!   slices instead, one file per slice as far as there are slices, where a hash puts two or
+//!   three on some slices and none on others (8 files over 8 slices: 5.25 slices used on
+//!   average), and the busiest slice sets the job's pace (IOR N-N on 4 x 2 slices on 16
+//!   cores: its fastest process took 0.20 s, its slowest 0.58 s);
 //! - **I/O-based**: each I/O owns its pages: the I/O at byte `o` of file `i` is at
 //!   `λ = hash(i, o)`; reads must use the offsets the writes used (equal-size, non-overlapping
 //!   I/O is what the strategy is for).
@@ -222,7 +228,7 @@ impl Layout {
                 0 => home_lambda(ino),
                 block => mix64(mix64(ino) ^ block),
             },
-            DataDist::File => mix64(ino),
+            DataDist::File => (ino & SEQ_MASK).wrapping_add(mix64(ino >> SLOT_SHIFT)),
             DataDist::Io => mix64(mix64(ino) ^ offset.rotate_left(32)),
         }
     }
@@ -334,6 +340,26 @@ mod tests {
             .map(|b| l.data_lambda(ino, DataDist::File, b * 4096))
             .collect();
         assert_eq!(f.len(), 1, "file-based keeps one λ");
+    }
+
+    #[test]
+    fn files_made_one_after_another_on_a_slice_spread_one_per_slice() {
+        for (servers, workers) in [(4, 2), (3, 5), (1, 1), (6, 60)] {
+            let l = Layout::new(servers, workers, 4096).unwrap();
+            let slots = (servers * workers) as u64;
+            for maker in [l.slot(0, 0), l.slot(servers - 1, workers - 1)] {
+                for first in [2u64, 1000, 1 << 40] {
+                    let used: std::collections::HashSet<_> = (first..first + slots)
+                        .map(|seq| l.route(l.data_lambda(make_ino(maker, seq), DataDist::File, 0)))
+                        .collect();
+                    assert_eq!(
+                        used.len() as u64,
+                        slots,
+                        "{servers} x {workers}, made on slot {maker} from {first}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

@@ -473,3 +473,31 @@ fn a_benchmark_burst_fails_when_a_reply_is_an_error() {
     assert_eq!(errno(c.xfer(0, &[], too_long, 3, 2)), libc::EINVAL);
     c.xfer(0, &[], 4096, 5, 2).unwrap();
 }
+
+#[test]
+fn file_based_files_made_together_in_a_directory_go_to_a_slice_each() {
+    // 2 servers x 2 workers: 4 slices; clients making their N-N files in one directory.
+    let cl = Cluster::start(2);
+    let mut setup = cl.client();
+    let nn = Hint {
+        data: DataDist::File,
+        bigdir: false,
+    };
+    setup.mkdir("/nn", 0o755, Some(nn)).unwrap();
+    let mut clients: Vec<_> = (0..4).map(|_| cl.client()).collect();
+    let mut slices = std::collections::HashSet::new();
+    for (r, c) in clients.iter_mut().enumerate() {
+        let fd = c.create(&format!("/nn/f{r}"), 0o644).unwrap();
+        c.pwrite(fd, &pattern(r as u64, 300_000), 0).unwrap();
+        c.close(fd).unwrap();
+        let ino = c.stat(&format!("/nn/f{r}")).unwrap().ino;
+        let layout = *c.layout();
+        slices.insert(layout.route(layout.data_lambda(ino, DataDist::File, 0)));
+    }
+    assert_eq!(slices.len(), 4, "one file per slice: {slices:?}");
+    for (r, c) in clients.iter_mut().enumerate() {
+        let fd = c.open(&format!("/nn/f{r}"), libc::O_RDONLY, 0).unwrap();
+        assert!(c.pread(fd, 300_000, 0).unwrap() == pattern(r as u64, 300_000));
+        c.close(fd).unwrap();
+    }
+}
