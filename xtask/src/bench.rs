@@ -134,9 +134,19 @@ pub const SYSTEMS: &[BenchSystem] = &[
         package: "peakfs",
         bin: "peakfs",
         // The whole mdtest/IOR bench against the RPC echo ceiling of the same run, on a cluster
-        // of 2 servers that the run starts on loopback and stops (data files on /dev/shm).
-        // PeakFS runs on CPUs only: both engine choices run the same bench.
-        args: &["bench", "--json", "--local-cluster", "2", "--procs", "4"],
+        // of 2 servers that the run starts on loopback and stops (data files on /dev/shm,
+        // which the mmap backend reaches by memory copies). PeakFS runs on CPUs only: both
+        // engine choices run the same bench.
+        args: &[
+            "bench",
+            "--json",
+            "--local-cluster",
+            "2",
+            "--procs",
+            "4",
+            "--local-backend",
+            "mmap",
+        ],
         quick_args: &[
             "--files",
             "1000",

@@ -23,14 +23,16 @@ pub enum LocalClusterError {
         source: std::io::Error,
     },
     /// a program did not say where it listens
-    #[error("{program} did not start (it said {said:?}); its log: {log}")]
+    #[error("{program} did not start (it said {said:?}); the end of its log {log}:\n{tail}")]
     NoAddress {
         /// the program
         program: String,
         /// its first line of output
         said: String,
-        /// the file with its log
+        /// the file with its log (gone with the cluster's folder)
         log: String,
+        /// the last lines of that log
+        tail: String,
     },
     /// the log file could not be created
     #[error("cannot create {path}: {source}")]
@@ -135,10 +137,15 @@ impl Node {
             _ => {
                 let _ = child.kill();
                 let _ = child.wait();
+                // The log goes with the cluster's folder: its end goes into the error.
+                let text = std::fs::read_to_string(log).unwrap_or_default();
+                let lines: Vec<&str> = text.lines().collect();
+                let tail = lines[lines.len().saturating_sub(5)..].join("\n");
                 Err(LocalClusterError::NoAddress {
                     program: name,
                     said: line.trim().to_string(),
                     log: log.display().to_string(),
+                    tail,
                 })
             }
         }

@@ -288,3 +288,22 @@ fn the_slice_bench_times_each_request_kind_over_all_its_files() {
     // The bench's folder and data file are gone with it.
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
+
+#[test]
+fn a_local_server_that_does_not_start_is_reported_with_the_end_of_its_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_peakfs"))
+        .args(["bench", "--local-cluster", "1", "--local-dir"])
+        .arg(dir.path())
+        .arg("--local-server-arg=--no-such-flag")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    // The log lies in the cluster's folder, removed with it: what the server said is in the
+    // error itself.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("did not start"), "{stderr}");
+    assert!(stderr.contains("--no-such-flag"), "{stderr}");
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}

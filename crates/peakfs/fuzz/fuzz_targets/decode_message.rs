@@ -6,7 +6,7 @@
 
 use fabric::Opcode;
 use libfuzzer_sys::fuzz_target;
-use peakfs::protocol::{Reply, Request, op};
+use peakfs::protocol::{MAX_IO, Reply, Request, op, xfer_reply_len};
 
 fuzz_target!(|data: &[u8]| {
     // The first byte picks a PeakFS opcode (most inputs, so the decoders' bodies get the
@@ -18,6 +18,11 @@ fuzz_target!(|data: &[u8]| {
         [_, a, b, rest @ ..] => (Opcode(u16::from_le_bytes([*a, *b])), rest),
         _ => return,
     };
+
+    // An XFER's reply length: only from a payload holding one, never past a frame's data.
+    if let Some(n) = xfer_reply_len(payload) {
+        assert!(payload.len() >= 4 && n <= MAX_IO as usize);
+    }
 
     if let Ok((lambda, req)) = Request::decode(opcode, payload) {
         assert_eq!(req.opcode(), opcode);

@@ -104,6 +104,10 @@ enum Cmd {
         #[arg(long, requires = "local_cluster",
               value_parser = clap::builder::PossibleValuesParser::new(["psync", "uring", "mmap"]))]
         local_backend: Option<String>,
+        /// One more argument for every --local-cluster server (repeatable), e.g.
+        /// `--local-server-arg=--controller-workers=2`.
+        #[arg(long, requires = "local_cluster", allow_hyphen_values = true)]
+        local_server_arg: Vec<String>,
     },
     /// One worker process of `bench` (internal).
     #[command(hide = true)]
@@ -213,7 +217,7 @@ fn mount(c: Client, mountpoint: &std::path::Path, threads: usize) -> Result<()> 
 
 /// Starts `peakfs bench --local-cluster`'s cluster: the master and servers next to `exe`,
 /// their data and logs in a temporary folder (removed with the returned guard).
-/// With `pin`, also the cpu-list for the bench's processes.
+/// With `pin`, also the cpu-list for the bench's processes. `server_args` go to every server.
 fn start_local_cluster(
     exe: &std::path::Path,
     parent: Option<&std::path::Path>,
@@ -221,7 +225,7 @@ fn start_local_cluster(
     workers: u32,
     data_mib: u64,
     pin: bool,
-    backend: Option<&str>,
+    mut server_args: Vec<String>,
 ) -> Result<(LocalCluster, tempfile::TempDir, Option<String>)> {
     if servers == 0 || workers == 0 {
         bail!("--local-cluster and --local-workers must be at least 1");
@@ -235,6 +239,11 @@ fn start_local_cluster(
     } else {
         (Vec::new(), None)
     };
+    if !pin {
+        // Unpinned, clients share the cores: workers float, and a 2-core machine keeps its
+        // echo.
+        server_args.insert(0, "--no-pin".into());
+    }
     let bin_dir = exe.parent().context("the folder of the peakfs binary")?;
     let dir = peakfs::local_cluster::scratch_dir(parent, "peakfs-local-")?;
     let cfg = LocalClusterConfig {
@@ -243,17 +252,7 @@ fn start_local_cluster(
         servers,
         workers,
         data_bytes: data_mib << 20,
-        // Unpinned, clients share the cores: workers float, and a 2-core machine keeps its
-        // echo.
-        server_args: (!pin)
-            .then(|| "--no-pin".to_string())
-            .into_iter()
-            .chain(
-                backend
-                    .into_iter()
-                    .flat_map(|b| ["--backend".into(), b.into()]),
-            )
-            .collect(),
+        server_args,
         server_cpus,
     };
     tracing::info!(servers, workers, dir = %dir.path().display(), "starting a local cluster");
@@ -288,6 +287,7 @@ fn main() -> Result<()> {
             local_data_mib,
             local_pin,
             local_backend,
+            local_server_arg,
         } => {
             if *procs == 0 {
                 bail!("--procs must be at least 1");
@@ -301,7 +301,11 @@ fn main() -> Result<()> {
                     *local_workers,
                     *local_data_mib,
                     *local_pin,
-                    local_backend.as_deref(),
+                    local_backend
+                        .iter()
+                        .flat_map(|b| ["--backend".to_string(), b.clone()])
+                        .chain(local_server_arg.iter().cloned())
+                        .collect(),
                 )?),
                 None => None,
             };
