@@ -501,3 +501,62 @@ fn file_based_files_made_together_in_a_directory_go_to_a_slice_each() {
         c.close(fd).unwrap();
     }
 }
+
+#[test]
+fn a_full_write_pipeline_waits_for_its_oldest_write_not_for_the_first_server() {
+    let cl = Cluster::start(2);
+    let opts = peakfs::client::ClientOptions {
+        max_unfinished: 2,
+        ..Cluster::options()
+    };
+    let mut c = peakfs::client::Client::connect(&cl.master_addr, opts).unwrap();
+    let io = Hint {
+        data: DataDist::Io,
+        bigdir: false,
+    };
+    c.mkdir("/n1", 0o755, Some(io)).unwrap();
+    let fd = c.create("/n1/f", 0o644).unwrap();
+    let ino = c.stat("/n1/f").unwrap().ino;
+    let layout = *c.layout();
+    // 4 KiB transfers of an I/O-based file: two that go to server 1, one to server 0.
+    let on = |server: u32| {
+        (0u64..).map(|k| k * 4096).filter(move |&o| {
+            layout
+                .route(layout.data_lambda(ino, DataDist::Io, o))
+                .server
+                == server
+        })
+    };
+    let (a1, a2) = {
+        let mut s1 = on(1);
+        (s1.next().unwrap(), s1.next().unwrap())
+    };
+    let b = on(0).next().unwrap();
+    c.pwrite(fd, &pattern(1, 4096), a1).unwrap();
+    // Server 0 takes the next write but answers nothing for now.
+    let s0 = &cl.servers[0];
+    let pid = s0.child.id() as i32;
+    // SAFETY: kill(2) on our own child's pid.
+    let sent = unsafe { libc::kill(pid, libc::SIGSTOP) };
+    assert_eq!(sent, 0);
+    c.pwrite(fd, &pattern(2, 4096), b).unwrap();
+    // The pipeline is full (2): the next write waits for the oldest, server 1's, not for
+    // server 0, which holds the other one.
+    let t = Instant::now();
+    c.pwrite(fd, &pattern(3, 4096), a2).unwrap();
+    let waited = t.elapsed();
+    let pid = s0.child.id() as i32;
+    // SAFETY: kill(2) on our own child's pid.
+    let sent = unsafe { libc::kill(pid, libc::SIGCONT) };
+    assert_eq!(sent, 0);
+    assert!(waited < Duration::from_secs(2), "waited {waited:?}");
+    c.close(fd).unwrap();
+    let fd = c.open("/n1/f", libc::O_RDONLY, 0).unwrap();
+    for (seed, at) in [(1, a1), (2, b), (3, a2)] {
+        assert!(
+            c.pread(fd, 4096, at).unwrap() == pattern(seed, 4096),
+            "at {at}"
+        );
+    }
+    c.close(fd).unwrap();
+}

@@ -7,6 +7,7 @@
 //! with all its in-flight requests (pending writes fail their file) and reconnected on the
 //! next request to that server.
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use fabric::{
@@ -48,6 +49,9 @@ struct WriteState {
     unfinished: usize,
     /// The first failure of a write, reported by the next fsync/close.
     error: Option<ClientError>,
+    /// The writes in flight in the order they were sent, as (server, request id): a full
+    /// pipeline waits for the oldest, whichever server has it.
+    order: VecDeque<(u32, u64)>,
 }
 
 #[derive(Debug)]
@@ -349,29 +353,35 @@ impl Conns {
             self.reap_for(fh)?;
         }
         let t = self.submit_tagged(lambda, req, Tag::Write(fh))?;
-        self.writes.entry(fh).or_default().unfinished += 1;
+        let w = self.writes.entry(fh).or_default();
+        w.unfinished += 1;
+        w.order.push_back((t.server, t.id));
         self.flush(t.server)
     }
 
-    /// Reaps one reply from a server that has a write of `fh` in flight.
+    /// Reaps replies until the oldest write of `fh` in flight is answered. Waiting for the
+    /// oldest, not for any server that has one: the writes of an N-1 file go to every server,
+    /// and a client that always waited on the first server with a write in flight left the
+    /// replies of the others unread, its pipeline paced by that one server's round trips.
     fn reap_for(&mut self, fh: u64) -> Result<(), ClientError> {
-        let server = self
-            .servers
-            .iter()
-            .position(|s| s.pending.values().any(|t| *t == Tag::Write(fh)));
-        match server {
-            Some(s) => {
-                // A failed connection fails the write, which the caller sees below.
-                let _ = self.reap(s as u32);
-                Ok(())
-            }
-            None => {
+        loop {
+            let Some(&(server, id)) = self.writes.get(&fh).and_then(|w| w.order.front()) else {
                 // Nothing in flight: the counter is stale (connection reset); clear it.
                 if let Some(w) = self.writes.get_mut(&fh) {
                     w.unfinished = 0;
                 }
-                Ok(())
+                return Ok(());
+            };
+            if self.servers[server as usize].pending.get(&id) != Some(&Tag::Write(fh)) {
+                // Answered already (or failed with its connection).
+                if let Some(w) = self.writes.get_mut(&fh) {
+                    w.order.pop_front();
+                }
+                continue;
             }
+            // A failed connection fails the write, which the caller sees below.
+            let _ = self.reap(server);
+            return Ok(());
         }
     }
 
