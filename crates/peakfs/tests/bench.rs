@@ -261,6 +261,10 @@ fn the_slice_bench_times_each_request_kind_over_all_its_files() {
             "2",
             "--data-mib",
             "256",
+            "--writes",
+            "40",
+            "--backend",
+            "mmap",
         ])
         .arg("--dir")
         .arg(dir.path())
@@ -278,11 +282,19 @@ fn the_slice_bench_times_each_request_kind_over_all_its_files() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     let workloads: Vec<&str> = records.iter().map(|r| r.workload.as_str()).collect();
-    assert_eq!(workloads, ["create", "lookup", "unlink"]);
+    assert_eq!(
+        workloads,
+        ["create", "lookup", "unlink", "write-262144", "write-47008"]
+    );
     for r in &records {
-        assert_eq!(r.ops, 300);
+        let (ops, bytes) = match r.workload.strip_prefix("write-") {
+            Some(size) => (40, 40 * size.parse::<u64>().unwrap()),
+            None => (300, 0),
+        };
+        assert_eq!((r.ops, r.bytes), (ops, bytes), "{}", r.workload);
         assert!(r.duration_s > 0.0);
-        // 2 MiB in 64 KiB blocks, the first in the inode: 31 in the hashtable.
+        // 2 MiB in 64 KiB blocks, the first in the inode: 31 in the hashtable (the data
+        // workloads' blocks are dropped after each round).
         assert_eq!(r.parameters["other_blocks"], 31);
     }
     // The bench's folder and data file are gone with it.

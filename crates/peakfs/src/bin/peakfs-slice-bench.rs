@@ -11,12 +11,20 @@
 //! `--other-mib M` first writes a file of M MiB in the same slice, so that the block
 //! hashtable maps many blocks of another file: an unlink must cost the same with or without
 //! them (it looks at its own file's blocks only).
+//!
+//! Then the data requests of the IOR phases as one slice receives them, into fresh blocks of a
+//! file whose inode is elsewhere (as the data of file-based and I/O-based files mostly is):
+//! `write-262144`, `--writes` WRITEs of 256 KiB one after another (N-N), and `write-47008`,
+//! WRITEs of 47,008 bytes at every 8th such transfer of the file (N-1: the transfers one of 8
+//! slices gets), each timed with its settle and pump as above; the file's blocks are dropped
+//! after each round, untimed.
 
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::Parser;
 use common::bench::{BenchRecord, Engine, LatencyRecorder, print_records};
+use gpu_nvme::controller::file::FileBackend;
 use peakfs::config::ServerConfig;
 use peakfs::local_cluster::scratch_dir;
 use peakfs::placement::{Hint, Layout, ROOT_INO};
@@ -42,12 +50,30 @@ struct Args {
     /// Folder of the data file (default: /dev/shm when it exists, else the temporary folder).
     #[arg(long)]
     dir: Option<std::path::PathBuf>,
+    /// How the file controller reaches the data file: uring (the servers' default), psync or
+    /// mmap.
+    #[arg(long, default_value = "uring")]
+    backend: FileBackend,
+    /// WRITE requests per data workload per round.
+    #[arg(long, default_value_t = 2_000)]
+    writes: u64,
     /// One JSON record per line.
     #[arg(long)]
     json: bool,
 }
 
-const OPS: [&str; 3] = ["create", "lookup", "unlink"];
+const OPS: [&str; 5] = ["create", "lookup", "unlink", "write-262144", "write-47008"];
+/// Where data workload `k` of `OPS` writes, as (transfer bytes, transfers between two of
+/// them): N-N sequential, N-1 every 8th transfer.
+fn data_shape(op: &str) -> Option<(u64, u64)> {
+    match op {
+        "write-262144" => Some((256 << 10, 1)),
+        "write-47008" => Some((47_008, 8)),
+        _ => None,
+    }
+}
+/// The ino the data workloads write: a file whose inode lives on another slice.
+const FOREIGN_INO: u64 = (1 << 48) | 7;
 
 fn request<'a>(op: &str, pino: u64, name: &'a [u8]) -> Request<'a> {
     match op {
@@ -98,6 +124,7 @@ fn main() -> anyhow::Result<()> {
         data: dir.path().join("data"),
         data_size: args.data_mib << 20,
         workers: 1,
+        backend: args.backend,
         ..ServerConfig::default()
     };
     let mut storage = Storage::open(&cfg)?;
@@ -145,13 +172,35 @@ fn main() -> anyhow::Result<()> {
             let before = slice.store().stats();
             let t = Instant::now();
             let mut last = t;
-            for name in &names {
-                serve(&mut slice, request(op, d.ino, name.as_bytes()), &mut out)?;
-                let now = Instant::now();
-                latency[k].record(now - last);
-                last = now;
+            if let Some((xfer, stride)) = data_shape(op) {
+                let data = vec![0xc3u8; xfer as usize];
+                for i in 0..args.writes {
+                    let req = Request::Write {
+                        ino: FOREIGN_INO,
+                        offset: i * stride * xfer,
+                        data: &data,
+                    };
+                    serve(&mut slice, req, &mut out)?;
+                    let now = Instant::now();
+                    latency[k].record(now - last);
+                    last = now;
+                }
+            } else {
+                for name in &names {
+                    serve(&mut slice, request(op, d.ino, name.as_bytes()), &mut out)?;
+                    let now = Instant::now();
+                    latency[k].record(now - last);
+                    last = now;
+                }
             }
             times[k].push(t.elapsed());
+            if data_shape(op).is_some() {
+                let drop = Request::Truncate {
+                    ino: FOREIGN_INO,
+                    size: 0,
+                };
+                serve(&mut slice, drop, &mut out)?;
+            }
             let after = slice.store().stats();
             checkpoints[k] += after.checkpoints - before.checkpoints;
             write_backs[k] += after.icache.write_backs - before.icache.write_backs;
@@ -161,15 +210,20 @@ fn main() -> anyhow::Result<()> {
     for (k, op) in OPS.iter().enumerate() {
         times[k].sort_unstable();
         let median = times[k][times[k].len() / 2];
+        let (ops, bytes) = match data_shape(op) {
+            Some((xfer, _)) => (args.writes, args.writes * xfer),
+            None => (args.files, 0),
+        };
         records.push(
             BenchRecord::new("peakfs-slice", *op, Engine::Cpu)
                 .param("files", args.files)
                 .param("rounds", args.rounds as u64)
                 .param("other_blocks", blocks)
-                .ops(args.files)
+                .ops(ops)
+                .bytes(bytes)
                 .duration(median)
                 .latency(&latency[k])
-                .extra("ns_per_op", median.as_nanos() as f64 / args.files as f64)
+                .extra("ns_per_op", median.as_nanos() as f64 / ops as f64)
                 .extra("checkpoints", checkpoints[k])
                 .extra("icache_write_backs", write_backs[k])
                 .finish()?,
