@@ -560,3 +560,43 @@ fn a_full_write_pipeline_waits_for_its_oldest_write_not_for_the_first_server() {
     }
     c.close(fd).unwrap();
 }
+
+#[test]
+fn a_strided_reader_gets_its_next_transfers_fetched_together() {
+    let cl = Cluster::start(2);
+    const XFER: usize = 5000;
+    let mut w = cl.client();
+    let io = Hint {
+        data: DataDist::Io,
+        bigdir: false,
+    };
+    w.mkdir("/n1", 0o755, Some(io)).unwrap();
+    let fd = w.create("/n1/shared", 0o644).unwrap();
+    for k in 0..40u64 {
+        w.pwrite(fd, &pattern(k, XFER), k * XFER as u64).unwrap();
+    }
+    w.close(fd).unwrap();
+    // A reader taking every 4th transfer (an N-1 rank's share), read-ahead of 4 transfers.
+    let opts = peakfs::client::ClientOptions {
+        read_ahead: 4 * XFER,
+        ..Cluster::options()
+    };
+    let mut r = peakfs::client::Client::connect(&cl.master_addr, opts).unwrap();
+    let fd = r.open("/n1/shared", libc::O_RDWR, 0).unwrap();
+    let mut rpcs = Vec::new();
+    for k in (1..40u64).step_by(4) {
+        let sent = r.rpcs_sent();
+        assert!(
+            r.pread(fd, XFER, k * XFER as u64).unwrap() == pattern(k, XFER),
+            "transfer {k}"
+        );
+        rpcs.push(r.rpcs_sent() - sent);
+    }
+    // Two reads show the stride; the third fetches itself and the next three together, which
+    // then come from memory, and so on.
+    assert_eq!(rpcs, [1, 1, 4, 0, 0, 0, 4, 0, 0, 0], "requests per read");
+    // A write through the descriptor drops what was read ahead.
+    r.pwrite(fd, &pattern(99, XFER), 37 * XFER as u64).unwrap();
+    assert!(r.pread(fd, XFER, 37 * XFER as u64).unwrap() == pattern(99, XFER));
+    r.close(fd).unwrap();
+}

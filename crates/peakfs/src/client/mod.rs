@@ -213,8 +213,12 @@ struct OpenFile {
     dirty: BTreeMap<(u32, u32), u64>,
     /// The server keeps read-ahead state for this file (CLOSE drops it).
     read_sent: bool,
-    /// The read cache: bytes starting at an offset.
-    cache: Option<(u64, Vec<u8>)>,
+    /// The read cache: runs of bytes, each at its offset (one run read ahead of a sequential
+    /// reader, or the next transfers of a strided one).
+    cache: Vec<(u64, Vec<u8>)>,
+    /// The last read, `(offset, length, distance from the read before)`: a strided reader
+    /// shows the same distance and length twice.
+    last_read: Option<(u64, usize, u64)>,
 }
 
 impl OfIno for OpenFile {
@@ -986,7 +990,7 @@ impl Client {
             self.truncate_remote(ino, old.hint.data, size, old.size)?;
         }
         self.files.for_each_of_ino(ino, |f| {
-            f.cache = None;
+            f.cache.clear();
             f.size = size;
             f.written_end = f.written_end.map(|e| e.min(size));
         });
@@ -1073,7 +1077,8 @@ impl Client {
                 written_end: None,
                 dirty: BTreeMap::new(),
                 read_sent: false,
-                cache: None,
+                cache: Vec::new(),
+                last_read: None,
             },
         );
         if flags & libc::O_TRUNC != 0 && writable && a.size > 0 {
@@ -1137,7 +1142,7 @@ impl Client {
         if data.is_empty() {
             return Ok(0);
         }
-        f.cache = None;
+        f.cache.clear();
         let (ino, dist) = (f.ino, f.dist);
         let mut pieces = Vec::new();
         for p in layout.split(ino, dist, offset, data.len() as u64) {
@@ -1259,49 +1264,71 @@ impl Client {
 
     /// Reads bytes `[offset, offset + len)` of file `ino` from the slices (holes are zeros).
     fn fetch(&mut self, ino: u64, dist: DataDist, offset: u64, len: u64) -> Result<Vec<u8>> {
+        let mut runs = self.fetch_many(ino, dist, &[(offset, len)])?;
+        runs.pop()
+            .ok_or(ClientError::Internal("a fetch of one range returned none"))
+    }
+
+    /// Reads each `(offset, len)` range of file `ino` from the slices, the requests of all of
+    /// them in flight together (holes are zeros).
+    fn fetch_many(
+        &mut self,
+        ino: u64,
+        dist: DataDist,
+        ranges: &[(u64, u64)],
+    ) -> Result<Vec<Vec<u8>>> {
+        // Every request: its range's index, λ, offset and length.
         let mut pieces = Vec::new();
-        for p in self.layout.split(ino, dist, offset, len) {
-            let mut at = p.offset;
-            while at < p.offset + p.len {
-                let n = (p.offset + p.len - at).min(u64::from(MAX_IO));
-                let l = if at == p.offset {
-                    p.lambda
-                } else {
-                    self.layout.data_lambda(ino, dist, at)
-                };
-                pieces.push((l, at, n));
-                at += n;
+        for (r, &(offset, len)) in ranges.iter().enumerate() {
+            for p in self.layout.split(ino, dist, offset, len) {
+                let mut at = p.offset;
+                while at < p.offset + p.len {
+                    let n = (p.offset + p.len - at).min(u64::from(MAX_IO));
+                    let l = if at == p.offset {
+                        p.lambda
+                    } else {
+                        self.layout.data_lambda(ino, dist, at)
+                    };
+                    pieces.push((r, l, at, n));
+                    at += n;
+                }
             }
         }
         let reqs: Vec<_> = pieces
             .iter()
-            .map(|(l, at, n)| {
+            .map(|&(_, l, at, n)| {
                 (
-                    *l,
+                    l,
                     Request::Read {
                         ino,
-                        offset: *at,
-                        len: *n as u32,
+                        offset: at,
+                        len: n as u32,
                     },
                 )
             })
             .collect();
-        let mut replies = self.conns.call_many(&reqs);
-        if let [(_, _, n)] = pieces[..]
-            && replies.len() == 1
-            && let Some(r) = replies.pop()
-        {
-            // One piece: its reply is the data (short before a hole's end), no copy.
-            let mut b = r?;
-            b.resize(n as usize, 0);
-            return Ok(b);
+        let replies = self.conns.call_many(&reqs);
+        let mut out: Vec<Vec<u8>> = vec![Vec::new(); ranges.len()];
+        let mut per_range = vec![0usize; ranges.len()];
+        for &(r, ..) in &pieces {
+            per_range[r] += 1;
         }
-        let mut out = Vec::with_capacity(len as usize);
-        for ((_, _, n), r) in pieces.iter().zip(replies) {
-            let b = r?;
-            let take = b.len().min(*n as usize);
-            out.extend_from_slice(&b[..take]);
-            out.resize(out.len() + (*n as usize - take), 0);
+        for ((r, _, _, n), reply) in pieces.into_iter().zip(replies) {
+            let mut b = reply?;
+            if per_range[r] == 1 {
+                // One piece per range: its reply is the data (short before a hole's end), no
+                // copy.
+                b.resize(n as usize, 0);
+                out[r] = b;
+                continue;
+            }
+            if out[r].is_empty() {
+                out[r].reserve_exact(ranges[r].1 as usize);
+            }
+            let take = b.len().min(n as usize);
+            out[r].extend_from_slice(&b[..take]);
+            let filled = out[r].len() + (n as usize - take);
+            out[r].resize(filled, 0);
         }
         Ok(out)
     }
@@ -1316,9 +1343,24 @@ impl Client {
         let f = self.file(fd)?;
         let (ino, dist) = (f.ino, f.dist);
         let want_end = offset.saturating_add(len as u64);
-        if let Some((at, buf)) = &f.cache
-            && offset >= *at
-            && want_end <= *at + buf.len() as u64
+        // The same length at the same distance from the last read as that one from the read
+        // before, with a gap between: a strided reader (an N-1 reader taking every Nth
+        // transfer). Its next transfers are fetched together (strided read-ahead).
+        let stride = match f.last_read {
+            Some((o, l, d)) if offset > o => {
+                let distance = offset - o;
+                f.last_read = Some((offset, len, distance));
+                (l == len && d == distance && distance > len as u64).then_some(distance)
+            }
+            _ => {
+                f.last_read = Some((offset, len, 0));
+                None
+            }
+        };
+        if let Some((at, buf)) = f
+            .cache
+            .iter()
+            .find(|(at, buf)| offset >= *at && want_end <= *at + buf.len() as u64)
         {
             let s = (offset - at) as usize;
             return Ok(buf[s..s + len].to_vec());
@@ -1335,6 +1377,20 @@ impl Client {
             return Ok(Vec::new());
         }
         let n = (size - offset).min(len as u64);
+        if let Some(stride) = stride.filter(|_| ra > n) {
+            // This transfer and the pattern's next ones, as many as the read-ahead holds.
+            let ranges: Vec<(u64, u64)> = (0..ra / n)
+                .map(|k| offset + k * stride)
+                .take_while(|&at| at < size)
+                .map(|at| (at, (size - at).min(n)))
+                .collect();
+            let mut runs = self.fetch_many(ino, dist, &ranges)?;
+            let f = self.file(fd)?;
+            f.read_sent = true;
+            let first = std::mem::take(&mut runs[0]);
+            f.cache = ranges.iter().map(|&(at, _)| at).zip(runs).skip(1).collect();
+            return Ok(first);
+        }
         let fetch_len = if dist != DataDist::Io && n < ra {
             ra.min(size - offset)
         } else {
@@ -1345,7 +1401,7 @@ impl Client {
         f.read_sent = true;
         if fetch_len > n {
             let out = data[..n as usize].to_vec();
-            f.cache = Some((offset, data));
+            f.cache = vec![(offset, data)];
             return Ok(out);
         }
         data.truncate(n as usize);
