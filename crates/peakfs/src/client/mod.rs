@@ -227,6 +227,32 @@ impl OfIno for OpenFile {
     }
 }
 
+/// The data requests of bytes `[offset, offset + len)` of file `ino`, as `(λ, offset, len)`:
+/// the layout's pieces, cut at [`MAX_IO`] (writers and readers cut alike).
+fn io_requests(
+    layout: &Layout,
+    ino: u64,
+    dist: DataDist,
+    offset: u64,
+    len: u64,
+) -> Vec<(u64, u64, u64)> {
+    let mut requests = Vec::new();
+    for p in layout.split(ino, dist, offset, len) {
+        let mut at = p.offset;
+        while at < p.offset + p.len {
+            let n = (p.offset + p.len - at).min(u64::from(MAX_IO));
+            let l = if at == p.offset {
+                p.lambda
+            } else {
+                layout.data_lambda(ino, dist, at)
+            };
+            requests.push((l, at, n));
+            at += n;
+        }
+    }
+    requests
+}
+
 /// A connected PeakFS client.
 #[derive(Debug)]
 pub struct Client {
@@ -1144,21 +1170,7 @@ impl Client {
         }
         f.cache.clear();
         let (ino, dist) = (f.ino, f.dist);
-        let mut pieces = Vec::new();
-        for p in layout.split(ino, dist, offset, data.len() as u64) {
-            // Pieces beyond one frame are cut at MAX_IO (readers cut the same way).
-            let mut at = p.offset;
-            while at < p.offset + p.len {
-                let n = (p.offset + p.len - at).min(u64::from(MAX_IO));
-                let l = if at == p.offset {
-                    p.lambda
-                } else {
-                    layout.data_lambda(ino, dist, at)
-                };
-                pieces.push((l, at, n));
-                at += n;
-            }
-        }
+        let pieces = io_requests(&layout, ino, dist, offset, data.len() as u64);
         for (l, at, n) in pieces {
             let s = (at - offset) as usize;
             let req = Request::Write {
@@ -1280,19 +1292,8 @@ impl Client {
         // Every request: its range's index, λ, offset and length.
         let mut pieces = Vec::new();
         for (r, &(offset, len)) in ranges.iter().enumerate() {
-            for p in self.layout.split(ino, dist, offset, len) {
-                let mut at = p.offset;
-                while at < p.offset + p.len {
-                    let n = (p.offset + p.len - at).min(u64::from(MAX_IO));
-                    let l = if at == p.offset {
-                        p.lambda
-                    } else {
-                        self.layout.data_lambda(ino, dist, at)
-                    };
-                    pieces.push((r, l, at, n));
-                    at += n;
-                }
-            }
+            let requests = io_requests(&self.layout, ino, dist, offset, len);
+            pieces.extend(requests.into_iter().map(|(l, at, n)| (r, l, at, n)));
         }
         let reqs: Vec<_> = pieces
             .iter()
