@@ -599,4 +599,22 @@ fn a_strided_reader_gets_its_next_transfers_fetched_together() {
     r.pwrite(fd, &pattern(99, XFER), 37 * XFER as u64).unwrap();
     assert!(r.pread(fd, XFER, 37 * XFER as u64).unwrap() == pattern(99, XFER));
     r.close(fd).unwrap();
+    // Tiny reads farther apart than the read-ahead (of a block-based file): at most 64
+    // fetched together, not the 2,000 the read-ahead would hold (4 x 5,000 bytes / 10).
+    let body = pattern(5, 2_000_000);
+    let fd = w.create("/blocks", 0o644).unwrap();
+    w.pwrite(fd, &body, 0).unwrap();
+    w.close(fd).unwrap();
+    let fd = r.open("/blocks", libc::O_RDONLY, 0).unwrap();
+    let mut sent = Vec::new();
+    for k in 0..3usize {
+        let before = r.rpcs_sent();
+        let got = r.pread(fd, 10, (k * 30_000) as u64).unwrap();
+        assert!(got == body[k * 30_000..k * 30_000 + 10], "tiny read {k}");
+        sent.push(r.rpcs_sent() - before);
+    }
+    assert_eq!(sent, [1, 1, 64]);
+    let last = 65 * 30_000;
+    assert!(r.pread(fd, 10, last as u64).unwrap() == body[last..last + 10]);
+    r.close(fd).unwrap();
 }

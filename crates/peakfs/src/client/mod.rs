@@ -227,6 +227,9 @@ impl OfIno for OpenFile {
     }
 }
 
+/// Most transfers of a strided reader fetched together.
+const STRIDED_AHEAD: u64 = 64;
+
 /// The data requests of bytes `[offset, offset + len)` of file `ino`, as `(λ, offset, len)`:
 /// the layout's pieces, cut at [`MAX_IO`] (writers and readers cut alike).
 fn io_requests(
@@ -1379,8 +1382,9 @@ impl Client {
         }
         let n = (size - offset).min(len as u64);
         if let Some(stride) = stride.filter(|_| ra > n) {
-            // This transfer and the pattern's next ones, as many as the read-ahead holds.
-            let ranges: Vec<(u64, u64)> = (0..ra / n)
+            // This transfer and the pattern's next ones, as many as the read-ahead holds (at
+            // most STRIDED_AHEAD requests: tiny reads far apart would make thousands).
+            let ranges: Vec<(u64, u64)> = (0..(ra / n).min(STRIDED_AHEAD))
                 .map(|k| offset + k * stride)
                 .take_while(|&at| at < size)
                 .map(|at| (at, (size - at).min(n)))
