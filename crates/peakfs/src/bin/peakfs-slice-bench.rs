@@ -170,31 +170,35 @@ fn main() -> anyhow::Result<()> {
     for _ in 0..args.rounds {
         for (k, op) in OPS.iter().enumerate() {
             let before = slice.store().stats();
+            let shape = data_shape(op);
+            let data = shape.map(|(xfer, _)| vec![0xc3u8; xfer as usize]);
             let t = Instant::now();
             let mut last = t;
-            if let Some((xfer, stride)) = data_shape(op) {
-                let data = vec![0xc3u8; xfer as usize];
-                for i in 0..args.writes {
-                    let req = Request::Write {
-                        ino: FOREIGN_INO,
-                        offset: i * stride * xfer,
-                        data: &data,
-                    };
-                    serve(&mut slice, req, &mut out)?;
-                    let now = Instant::now();
-                    latency[k].record(now - last);
-                    last = now;
+            let mut timed = |req: Request<'_>| -> anyhow::Result<()> {
+                serve(&mut slice, req, &mut out)?;
+                let now = Instant::now();
+                latency[k].record(now - last);
+                last = now;
+                Ok(())
+            };
+            match (shape, &data) {
+                (Some((xfer, stride)), Some(data)) => {
+                    for i in 0..args.writes {
+                        timed(Request::Write {
+                            ino: FOREIGN_INO,
+                            offset: i * stride * xfer,
+                            data,
+                        })?;
+                    }
                 }
-            } else {
-                for name in &names {
-                    serve(&mut slice, request(op, d.ino, name.as_bytes()), &mut out)?;
-                    let now = Instant::now();
-                    latency[k].record(now - last);
-                    last = now;
+                _ => {
+                    for name in &names {
+                        timed(request(op, d.ino, name.as_bytes()))?;
+                    }
                 }
             }
             times[k].push(t.elapsed());
-            if data_shape(op).is_some() {
+            if shape.is_some() {
                 let drop = Request::Truncate {
                     ino: FOREIGN_INO,
                     size: 0,

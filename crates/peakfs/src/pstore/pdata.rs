@@ -112,6 +112,11 @@ impl PData {
             direct.push((at, buf));
             return Ok(());
         }
+        self.stage(zone, at, &buf)
+    }
+
+    /// Stages whole pages at zone page `at` (written out once too many are staged).
+    fn stage(&mut self, zone: &Zone, at: u64, buf: &[u8]) -> Result<(), PStoreError> {
         for (k, page) in buf.chunks_exact(PAGE).enumerate() {
             self.staged.insert(at + k as u64, page.into());
         }
@@ -432,10 +437,7 @@ impl PData {
             let mut page = vec![0u8; PAGE];
             self.read_pages(zone, at, &mut page)?;
             page[keep % PAGE..].fill(0);
-            // One page: staged, never direct.
-            let mut direct = Vec::new();
-            self.put_pages(zone, at, Cow::Owned(page), &mut direct)?;
-            self.write_direct(zone, &direct)?;
+            self.stage(zone, at, &page)?;
         }
         Ok(kept)
     }
