@@ -159,6 +159,10 @@ pub struct ServerConfig {
     /// A metadata request that misses the Icache, or an Icache that writes back often, waits
     /// for the device on the request path.
     pub icache_mib: u64,
+    /// Format the data even when it holds something (another file system, a PeakFS volume
+    /// of another format version, or one of this format: all of it is erased). Unset, only
+    /// data whose superblock LBA is zeros is formatted.
+    pub force_format: bool,
 }
 
 impl Default for ServerConfig {
@@ -180,6 +184,7 @@ impl Default for ServerConfig {
             controller_workers: 1,
             ring_capacity: 4096,
             icache_mib: 64,
+            force_format: false,
         }
     }
 }

@@ -21,7 +21,8 @@ struct Args {
     /// Address to register with the master (default: the bound listen address).
     #[arg(long)]
     advertise: Option<String>,
-    /// Data file or block device (formatted when empty, recovered otherwise).
+    /// Data file or block device (formatted when empty, recovered when it holds a volume of
+    /// this build's format, refused otherwise).
     #[arg(long)]
     data: Option<PathBuf>,
     /// Size of a data file created when missing (bytes).
@@ -57,6 +58,10 @@ struct Args {
     /// list (default: worker w on core w). Give servers sharing a host disjoint lists.
     #[arg(long, conflicts_with = "no_pin")]
     cpus: Option<String>,
+    /// Format the data even when it is not empty (a PeakFS volume of any format included):
+    /// erases what it holds. Without it only data whose first 4 KiB are zeros is formatted.
+    #[arg(long)]
+    force_format: bool,
     /// TOML config file.
     #[arg(long)]
     config: Option<PathBuf>,
@@ -90,6 +95,9 @@ fn main() -> anyhow::Result<()> {
     }
     if a.advertise.is_some() {
         cfg.advertise = a.advertise;
+    }
+    if a.force_format {
+        cfg.force_format = true;
     }
     if a.no_pin {
         cfg.pin = false;

@@ -20,7 +20,18 @@ use crate::pstore::zone::PAGE;
 use crate::pstore::{INODES_PER_BLOCK, PStore, PStoreConfig, PStoreError};
 
 const LBA: u32 = 4096;
-const SB_MAGIC: u64 = u64::from_le_bytes(*b"PKFSSRV1");
+/// The superblock's magic is this prefix and the format version as one ASCII digit.
+const SB_MAGIC_PREFIX: &[u8; 7] = b"PKFSSRV";
+/// The on-disk format this build reads and writes. 2: file-based data is placed by the
+/// inode's sequence number (`placement`), so data written by a format-1 build under the
+/// file-based hint would be looked for on other slices.
+pub const FORMAT_VERSION: u8 = 2;
+const SB_MAGIC: u64 = u64::from_le_bytes(magic(FORMAT_VERSION));
+
+const fn magic(version: u8) -> [u8; 8] {
+    let p = SB_MAGIC_PREFIX;
+    [p[0], p[1], p[2], p[3], p[4], p[5], p[6], b'0' + version]
+}
 /// Most workers the superblock and the device queues are sized for.
 pub const MAX_WORKERS: u32 = 256;
 /// Smallest WAL of a zone, in pages (1 MiB).
@@ -59,6 +70,26 @@ pub enum StorageError {
         stored: u64,
         /// asked for
         asked: u64,
+    },
+    /// the data holds a PeakFS volume of another format version
+    #[error(
+        "{path} holds a PeakFS volume of format {found}, this build reads format \
+         {FORMAT_VERSION}: serve it with a build of its format, or erase it with --force-format"
+    )]
+    OtherFormat {
+        /// the data file or device
+        path: String,
+        /// its format version
+        found: u8,
+    },
+    /// the data is neither empty (zeros where the superblock goes) nor a PeakFS volume
+    #[error(
+        "{path} is not empty and holds no PeakFS superblock (another file system, or a \
+         damaged one): refusing to format it; erase it with --force-format"
+    )]
+    NotPeakFs {
+        /// the data file or device
+        path: String,
     },
     /// the device is too small for the zones
     #[error("device of {lbas} LBAs is too small for {workers} zones")]
@@ -99,6 +130,24 @@ impl ServerSuper {
         b
     }
 
+    /// What LBA 0 holds.
+    fn classify(b: &[u8]) -> Found {
+        if b.iter().all(|&x| x == 0) {
+            return Found::Empty;
+        }
+        let (Some(body), Some(crc)) = (b.get(..32), b.get(32..36)) else {
+            return Found::Foreign;
+        };
+        let crc = u32::from_le_bytes(crc.try_into().unwrap_or_default());
+        if crc != common::hash::crc32c(body) || body[..7] != SB_MAGIC_PREFIX[..] {
+            return Found::Foreign;
+        }
+        match Self::decode(b) {
+            Some(sb) => Found::Volume(sb),
+            None => Found::OtherFormat(body[7].wrapping_sub(b'0')),
+        }
+    }
+
     fn decode(b: &[u8]) -> Option<Self> {
         let body = b.get(..32)?;
         let crc = u32::from_le_bytes(b.get(32..36)?.try_into().ok()?);
@@ -114,6 +163,19 @@ impl ServerSuper {
             zone_lbas: u64::from_le_bytes(body[24..32].try_into().ok()?),
         })
     }
+}
+
+/// What the superblock's LBA holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Found {
+    /// Zeros: a new data file or a zeroed device, formatted on first use.
+    Empty,
+    /// A volume of this build's format.
+    Volume(ServerSuper),
+    /// A PeakFS superblock of another format version.
+    OtherFormat(u8),
+    /// Anything else.
+    Foreign,
 }
 
 /// The opened device of a server.
@@ -185,8 +247,21 @@ impl Storage {
         let mut sb = vec![0u8; LBA as usize];
         dev.read_blocks(0, &mut sb)
             .map_err(|e| StorageError::Device(e.to_string()))?;
+        // Format only what is empty: a device with anything else on it is somebody's data.
+        let existing = match (ServerSuper::classify(&sb), cfg.force_format) {
+            (Found::Volume(sb), false) => Some(sb),
+            (Found::Empty, _) | (_, true) => None,
+            (Found::OtherFormat(found), false) => {
+                let path = path.display().to_string();
+                return Err(StorageError::OtherFormat { path, found });
+            }
+            (Found::Foreign, false) => {
+                let path = path.display().to_string();
+                return Err(StorageError::NotPeakFs { path });
+            }
+        };
         Ok(Self {
-            existing: ServerSuper::decode(&sb),
+            existing,
             dev,
             icache_bytes: cfg.icache_mib << 20,
         })
@@ -367,6 +442,39 @@ mod tests {
     }
 
     #[test]
+    fn lba_zero_is_empty_a_volume_another_format_or_foreign() {
+        let sb = ServerSuper {
+            index: 0,
+            servers: 1,
+            workers: 2,
+            block_size: 65536,
+            zone_lbas: 8192,
+        };
+        assert_eq!(ServerSuper::classify(&[0; 4096]), Found::Empty);
+        let b = sb.encode();
+        assert_eq!(ServerSuper::classify(&b), Found::Volume(sb));
+        assert_eq!(
+            ServerSuper::classify(&with_format(&b, 1)),
+            Found::OtherFormat(1)
+        );
+        let mut torn = b.clone();
+        torn[20] ^= 0x40;
+        assert_eq!(ServerSuper::classify(&torn), Found::Foreign);
+        let mut other = vec![0u8; 4096];
+        other[1024..1028].copy_from_slice(b"junk");
+        assert_eq!(ServerSuper::classify(&other), Found::Foreign);
+    }
+
+    /// `sb` (an encoded superblock) as format `version` wrote it, its checksum redone.
+    fn with_format(sb: &[u8], version: u8) -> Vec<u8> {
+        let mut b = sb.to_vec();
+        b[7] = b'0' + version;
+        let crc = common::hash::crc32c(&b[..32]);
+        b[32..36].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    #[test]
     fn a_zone_caches_its_whole_inode_area_within_the_budget_logs_a_32nd_of_itself_and_has_two_queues()
      {
         let layout = Layout::new(2, 2, 65536).unwrap();
@@ -428,6 +536,79 @@ mod tests {
         ));
         let mut zones = s.zones(0, &layout, StoreHint::default()).unwrap();
         assert_eq!(zones[0].getattr(ROOT_INO).unwrap().ino, ROOT_INO);
+    }
+
+    #[test]
+    fn data_that_is_not_empty_is_formatted_only_when_forced() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::new(1, 2, 65536).unwrap();
+        let refused = |cfg: &ServerConfig| Storage::open(cfg).err().map(|e| e.to_string());
+
+        // Another file system (mkfs.ext4's, when the tool is here; bytes of its own otherwise).
+        let foreign = dir.path().join("foreign");
+        let mkfs = std::fs::File::create(&foreign)
+            .and_then(|f| f.set_len(64 << 20))
+            .and_then(|()| {
+                std::process::Command::new("mkfs.ext4")
+                    .args(["-q", "-F"])
+                    .arg(&foreign)
+                    .status()
+            });
+        if !matches!(mkfs, Ok(s) if s.success()) {
+            println!("mkfs.ext4 not usable ({mkfs:?}): a file of other bytes stands in");
+            std::fs::write(&foreign, vec![0xEBu8; 64 << 20]).unwrap();
+        }
+        let before = std::fs::read(&foreign).unwrap();
+        let msg = refused(&two_workers(&foreign)).expect("a foreign device was opened");
+        assert!(msg.contains("holds no PeakFS superblock"), "{msg}");
+        assert_eq!(
+            std::fs::read(&foreign).unwrap(),
+            before,
+            "refusing wrote to it"
+        );
+        let forced = ServerConfig {
+            force_format: true,
+            ..two_workers(&foreign)
+        };
+        let mut s = Storage::open(&forced).unwrap();
+        assert!(s.existing().is_none());
+        s.zones(0, &layout, StoreHint::default()).unwrap();
+        drop(s);
+        assert!(
+            Storage::open(&two_workers(&foreign))
+                .unwrap()
+                .existing()
+                .is_some()
+        );
+
+        // A volume of an older format (its file-based data would be looked for elsewhere).
+        let old = dir.path().join("old");
+        let mut s = Storage::open(&two_workers(&old)).unwrap();
+        let mut zones = s.zones(0, &layout, StoreHint::default()).unwrap();
+        let mode = libc::S_IFREG | 0o644;
+        zones[0]
+            .create(ROOT_INO, b"kept", mode, 0, 0, StoreHint::default())
+            .unwrap();
+        for z in &mut zones {
+            z.checkpoint().unwrap();
+        }
+        drop((zones, s));
+        let mut bytes = std::fs::read(&old).unwrap();
+        let lba0 = with_format(&bytes[..4096], 1);
+        bytes[..4096].copy_from_slice(&lba0);
+        std::fs::write(&old, &bytes).unwrap();
+        let msg = refused(&two_workers(&old)).expect("an older format was opened");
+        assert!(msg.contains("format 1, this build reads format 2"), "{msg}");
+        assert_eq!(std::fs::read(&old).unwrap(), bytes, "refusing wrote to it");
+        let forced = ServerConfig {
+            force_format: true,
+            ..two_workers(&old)
+        };
+        let zones = Storage::open(&forced)
+            .unwrap()
+            .zones(0, &layout, StoreHint::default())
+            .unwrap();
+        assert_eq!(zones[0].lookup(ROOT_INO, b"kept"), None, "not erased");
     }
 
     #[test]
