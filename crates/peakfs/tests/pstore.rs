@@ -115,6 +115,50 @@ fn with_deferred_settling_every_later_call_sees_the_last_operation_whole() {
 }
 
 #[test]
+fn a_create_answered_before_its_dentry_is_in_place_is_seen_by_every_later_call() {
+    let (_ctrl, dev) = swarm(32 << 20, 4096);
+    let mut s = PStore::format(dev, &small_config(4096)).unwrap();
+    s.defer_settle(true).unwrap();
+    let d = s.create(1, b"d", DIR, 0, 0, Hint::default()).unwrap();
+    s.settle().unwrap();
+    let before = s.stats();
+    // Each reader, first thing after a create whose dentry, inode-table entry and inode
+    // image wait for the settle after its reply.
+    type Reader = fn(&mut PStore, u64, u64);
+    let readers: [(&str, Reader); 6] = [
+        ("lookup", |s, d, f| assert_eq!(s.lookup(d, b"f"), Some(f))),
+        ("readdir", |s, d, f| {
+            assert_eq!(s.readdir(d, None, 10), vec![(b"f".to_vec(), f)]);
+        }),
+        ("has_dentries", |s, d, _| assert!(s.has_dentries(d))),
+        ("inode_offset", |s, _, f| {
+            assert!(s.inode_offset(f).is_some())
+        }),
+        ("getattr", |s, _, f| {
+            assert_eq!(s.getattr(f).unwrap().uid, 42)
+        }),
+        ("create again", |s, d, _| {
+            let again = s.create(d, b"f", REG, 0, 0, Hint::default());
+            assert!(matches!(again, Err(PStoreError::Exists(_))), "{again:?}");
+        }),
+    ];
+    for (what, read) in readers {
+        let f = s.create(d.ino, b"f", REG, 42, 0, Hint::default()).unwrap();
+        // The create is answered, its entries not yet in the tables.
+        assert_eq!(s.stats().dentries, before.dentries, "{what}: not deferred");
+        assert_eq!(s.stats().inodes, before.inodes, "{what}: not deferred");
+        read(&mut s, d.ino, f.ino);
+        assert_eq!(s.stats().dentries, before.dentries + 1, "{what}");
+        assert_eq!(s.stats().inodes, before.inodes + 1, "{what}");
+        s.unlink(d.ino, b"f").unwrap();
+    }
+    // A directory made here raises its parent's link count once it is in place.
+    s.create(d.ino, b"sub", DIR, 0, 0, Hint::default()).unwrap();
+    assert_eq!(s.getattr(d.ino).unwrap().nlink, 3);
+    check_pages(&mut s);
+}
+
+#[test]
 fn a_small_file_keeps_its_first_block_in_the_inode() {
     let (_c, dev) = swarm(32 << 20, 4096);
     let mut s = PStore::format(dev, &small_config(4096)).unwrap();

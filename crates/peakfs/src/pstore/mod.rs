@@ -332,6 +332,20 @@ pub struct NewInode {
     pub hint: Hint,
 }
 
+/// The part of a create that [`PStore::create_inode`] leaves for after its reply under
+/// [`PStore::defer_settle`]: the inode image, its inode-table entry, the dentry, and a
+/// parent directory's new link count. Its ino, inode slot and the `NextIno` / `InodeAlloc`
+/// records are taken before the reply.
+#[derive(Debug)]
+struct PendingCreate {
+    slot: u64,
+    inode: Inode,
+    pino: u64,
+    name: Vec<u8>,
+    /// A new directory's parent here: its inode offset and new image.
+    parent: Option<(u64, Inode)>,
+}
+
 /// Dentry changes and link counts that [`PStore::relink`] applies in one transaction.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Relink<'a> {
@@ -562,6 +576,11 @@ pub struct PStore {
     unsettled: bool,
     /// Finished transactions wait for [`PStore::settle`] ([`PStore::defer_settle`]).
     defer: bool,
+    /// A create answered before its inode, inode-table entry and dentry were put in place
+    /// (with `defer`); every later call puts them there first.
+    pending: Option<PendingCreate>,
+    /// The failure of putting a pending create in place, for the next settle to return.
+    deferred_error: Option<PStoreError>,
     /// Whether the device holds nothing unflushed.
     synced: bool,
     /// The Icache write-back in flight, if any.
@@ -683,6 +702,8 @@ impl PStore {
             tx: Vec::new(),
             unsettled: false,
             defer: false,
+            pending: None,
+            deferred_error: None,
             synced: false,
             behind: Behind::default(),
             checkpoints: 0,
@@ -931,8 +952,9 @@ impl PStore {
     /// Logs the finished transaction that waits (see [`Self::defer_settle`]) and applies its
     /// inode images.
     pub fn settle(&mut self) -> Result<(), PStoreError> {
+        self.finish_create();
         if !std::mem::take(&mut self.unsettled) {
-            return Ok(());
+            return self.deferred_error.take().map_or(Ok(()), Err);
         }
         let mut tx = std::mem::take(&mut self.tx);
         let logged = self.wal.append(&tx);
@@ -949,7 +971,35 @@ impl PStore {
         // The buffer goes back for the next transaction: one allocation per worker, not per op.
         tx.clear();
         self.tx = tx;
-        applied
+        match self.deferred_error.take() {
+            Some(e) => Err(e),
+            None => applied,
+        }
+    }
+
+    /// Puts the create answered early in place: its records join the transaction that
+    /// [`Self::settle`] logs (as if the create had made them before its reply).
+    fn finish_create(&mut self) {
+        let Some(p) = self.pending.take() else {
+            return;
+        };
+        if let Err(e) = self.put_create(p) {
+            self.deferred_error.get_or_insert(e);
+        }
+    }
+
+    /// The inode image, inode-table entry and dentry of a create, and its parent's image.
+    fn put_create(&mut self, p: PendingCreate) -> Result<(), PStoreError> {
+        self.map_inode(p.slot, &p.inode)?;
+        self.log(Record::DentryPut {
+            pino: p.pino,
+            name: p.name,
+            value: p.inode.ino,
+        })?;
+        if let Some((slot, parent)) = p.parent {
+            self.log_inode(slot, &parent)?;
+        }
+        Ok(())
     }
 
     /// Runs `op` as one transaction of at most `bytes` of records.
@@ -1113,6 +1163,9 @@ impl PStore {
             Some(slot) if dir => Some((slot, self.getattr(pino)?)),
             _ => None,
         };
+        if self.next_ino > cart::MAX_VALUE {
+            return Err(CartError::BadValue(self.next_ino).into());
+        }
         self.run(3 * MAX_RECORD + 400, |s| {
             let ino = s.next_ino;
             s.log(Record::NextIno { next: ino + 1 })?;
@@ -1130,18 +1183,27 @@ impl PStore {
                 rdev: new.rdev,
                 ..Inode::default()
             };
-            s.add_inode(&inode)?;
-            s.log(Record::DentryPut {
-                pino,
-                name: name.to_vec(),
-                value: ino,
-            })?;
-            if let Some((slot, mut p)) = parent {
+            let slot = s.reserve_slot()?;
+            let parent = parent.map(|(slot, mut p)| {
                 p.nlink = p.nlink.saturating_add(1);
                 p.ctime_ns = now;
-                s.log_inode(slot, &p)?;
+                (slot, p)
+            });
+            let pending = PendingCreate {
+                slot,
+                inode,
+                pino,
+                name: name.to_vec(),
+                parent,
+            };
+            // Answer first: the rest waits for the settle after the reply (the dentry's cART
+            // insert and the inode image were two thirds of a create's instructions, §IV-B).
+            if s.defer {
+                s.pending = Some(pending);
+                Ok(inode)
+            } else {
+                s.put_create(pending).map(|()| inode)
             }
-            Ok(inode)
         })
     }
 
@@ -1153,6 +1215,13 @@ impl PStore {
     }
 
     fn add_inode(&mut self, inode: &Inode) -> Result<u64, PStoreError> {
+        let slot = self.reserve_slot()?;
+        self.map_inode(slot, inode)?;
+        Ok(slot)
+    }
+
+    /// Allocates an inode slot.
+    fn reserve_slot(&mut self) -> Result<u64, PStoreError> {
         let slot = self
             .islots
             .alloc_run(1)
@@ -1160,12 +1229,16 @@ impl PStore {
         // Found by the allocator; the record below sets the bit, live and in replay alike.
         self.islots.clear_run(slot, 1)?;
         self.log(Record::InodeAlloc { slot })?;
+        Ok(slot)
+    }
+
+    /// Writes `inode` to `slot` and maps its ino there.
+    fn map_inode(&mut self, slot: u64, inode: &Inode) -> Result<(), PStoreError> {
         self.log_inode(slot, inode)?;
         self.log(Record::InoMap {
             ino: inode.ino,
             slot,
-        })?;
-        Ok(slot)
+        })
     }
 
     /// Stores an inode whose number was assigned elsewhere (e.g. a sub-directory's inode
@@ -1181,7 +1254,8 @@ impl PStore {
     }
 
     /// The value of dentry `(pino, name)`.
-    pub fn lookup(&self, pino: u64, name: &[u8]) -> Option<u64> {
+    pub fn lookup(&mut self, pino: u64, name: &[u8]) -> Option<u64> {
+        self.finish_create();
         self.cart.get(pino, name)
     }
 
@@ -1227,7 +1301,13 @@ impl PStore {
     }
 
     /// Up to `limit` dentries of `pino` in name order, after `after` if given (readdir pages).
-    pub fn readdir(&self, pino: u64, after: Option<&[u8]>, limit: usize) -> Vec<(Vec<u8>, u64)> {
+    pub fn readdir(
+        &mut self,
+        pino: u64,
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Vec<(Vec<u8>, u64)> {
+        self.finish_create();
         let mut out = Vec::new();
         if limit == 0 {
             return out;
@@ -1244,12 +1324,14 @@ impl PStore {
     }
 
     /// Whether directory `pino` has dentries on this worker.
-    pub fn has_dentries(&self, pino: u64) -> bool {
+    pub fn has_dentries(&mut self, pino: u64) -> bool {
+        self.finish_create();
         self.cart.has_dir(pino)
     }
 
     /// The inode offset of `ino`, if its inode is here.
-    pub fn inode_offset(&self, ino: u64) -> Option<u64> {
+    pub fn inode_offset(&mut self, ino: u64) -> Option<u64> {
+        self.finish_create();
         self.inos.get(&ino).copied()
     }
 
@@ -1661,7 +1743,8 @@ impl PStore {
         Ok(())
     }
 
-    /// Occupancy and counters.
+    /// Occupancy and counters (a create answered under [`Self::defer_settle`] counts once
+    /// the next call or settle has put it in place).
     pub fn stats(&self) -> PStoreStats {
         PStoreStats {
             inodes: self.inos.len() as u64,

@@ -189,7 +189,7 @@ impl Slice {
     /// Adds the change of parent `pino`'s link count (its sub-directories' `..`) by `delta`
     /// when an entry of a directory changes and the parent's inode is here; the client
     /// adjusts a parent elsewhere.
-    fn parent_link(&self, pino: u64, dir: bool, delta: i32, links: &mut Vec<(u64, i32)>) {
+    fn parent_link(&mut self, pino: u64, dir: bool, delta: i32, links: &mut Vec<(u64, i32)>) {
         if dir && self.store.inode_offset(pino).is_some() {
             links.push((pino, delta));
         }

@@ -604,7 +604,7 @@ mod tests {
             force_format: true,
             ..two_workers(&old)
         };
-        let zones = Storage::open(&forced)
+        let mut zones = Storage::open(&forced)
             .unwrap()
             .zones(0, &layout, StoreHint::default())
             .unwrap();
