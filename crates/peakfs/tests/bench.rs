@@ -284,15 +284,27 @@ fn the_slice_bench_times_each_request_kind_over_all_its_files() {
     let workloads: Vec<&str> = records.iter().map(|r| r.workload.as_str()).collect();
     assert_eq!(
         workloads,
-        ["create", "lookup", "unlink", "write-262144", "write-47008"]
+        [
+            "create",
+            "write-3901",
+            "lookup",
+            "unlink",
+            "write-262144",
+            "write-47008"
+        ]
     );
     for r in &records {
         let (ops, bytes) = match r.workload.strip_prefix("write-") {
+            // One small file into each file made.
+            Some("3901") => (300, 300 * 3901),
             Some(size) => (40, 40 * size.parse::<u64>().unwrap()),
             None => (300, 0),
         };
         assert_eq!((r.ops, r.bytes), (ops, bytes), "{}", r.workload);
         assert!(r.duration_s > 0.0);
+        // What a client waits for is part of the whole request.
+        let before = r.extra["ns_before_reply_per_op"].as_f64().unwrap();
+        assert!(before > 0.0 && before <= r.extra["ns_per_op"].as_f64().unwrap());
         // 2 MiB in 64 KiB blocks, the first in the inode: 31 in the hashtable (the data
         // workloads' blocks are dropped after each round).
         assert_eq!(r.parameters["other_blocks"], 31);

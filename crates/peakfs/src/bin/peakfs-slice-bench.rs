@@ -4,6 +4,9 @@
 //! the Icache write-behind pump). The store is the server's own: a file-backed controller over
 //! `--data`, zone settings as `peakfs-server` makes them.
 //!
+//! `write-3901` writes 3,901 bytes into each file `create` made (mdtest's small files, whose
+//! first block the inode maps; the second request of the bench's 3,901-byte creates).
+//!
 //! Each request is timed as well: the latency percentiles show the stalls a worker's request
 //! meets (a checkpoint when the log is full, an Icache write-back, a log sync), which a mean
 //! hides.
@@ -62,7 +65,17 @@ struct Args {
     json: bool,
 }
 
-const OPS: [&str; 5] = ["create", "lookup", "unlink", "write-262144", "write-47008"];
+const OPS: [&str; 6] = [
+    "create",
+    "write-3901",
+    "lookup",
+    "unlink",
+    "write-262144",
+    "write-47008",
+];
+/// Bytes of the small file `write-3901` writes into each file `create` made (mdtest's
+/// 3,901-byte files: their first block is mapped in the inode).
+const SMALL_FILE: usize = 3901;
 /// Where data workload `k` of `OPS` writes, as (transfer bytes, transfers between two of
 /// them): N-N sequential, N-1 every 8th transfer.
 fn data_shape(op: &str) -> Option<(u64, u64)> {
@@ -180,6 +193,16 @@ fn main() -> anyhow::Result<()> {
             let before = slice.store().stats();
             let shape = data_shape(op);
             let data = shape.map(|(xfer, _)| vec![0xc3u8; xfer as usize]);
+            // The files `create` made, for `write-3901`.
+            let small: Vec<u64> = match *op {
+                "write-3901" => names
+                    .iter()
+                    .map(|n| slice.store().lookup(d.ino, n.as_bytes()))
+                    .collect::<Option<_>>()
+                    .context("a created file is missing")?,
+                _ => Vec::new(),
+            };
+            let small_data = [0x3cu8; SMALL_FILE];
             let t = Instant::now();
             let mut last = t;
             let mut replied = Duration::ZERO;
@@ -197,6 +220,15 @@ fn main() -> anyhow::Result<()> {
                             ino: FOREIGN_INO,
                             offset: i * stride * xfer,
                             data,
+                        })?;
+                    }
+                }
+                _ if !small.is_empty() => {
+                    for &ino in &small {
+                        timed(Request::Write {
+                            ino,
+                            offset: 0,
+                            data: &small_data,
                         })?;
                     }
                 }
@@ -228,6 +260,7 @@ fn main() -> anyhow::Result<()> {
         let replied = before_reply[k][before_reply[k].len() / 2];
         let (ops, bytes) = match data_shape(op) {
             Some((xfer, _)) => (args.writes, args.writes * xfer),
+            None if *op == "write-3901" => (args.files, args.files * SMALL_FILE as u64),
             None => (args.files, 0),
         };
         records.push(
