@@ -159,6 +159,41 @@ fn a_create_answered_before_its_dentry_is_in_place_is_seen_by_every_later_call()
 }
 
 #[test]
+fn pages_freed_since_the_last_commit_are_reused_instead_of_refusing_a_write() {
+    let (ctrl, dev) = swarm(32 << 20, 4096);
+    let cfg = small_config(4096);
+    let mut s = PStore::format(dev.clone(), &cfg).unwrap();
+    s.defer_settle(true).unwrap();
+    // Two thirds of the data pages each: the second file fits only in the first one's pages.
+    let len = (s.stats().data_pages * 2 / 3 * 4096) as usize;
+    let a = s.create(1, b"a", REG, 0, 0, Hint::default()).unwrap();
+    s.write(a.ino, 0, &vec![0xaa; len]).unwrap();
+    s.unlink(1, b"a").unwrap();
+    // No fsync: the unlink's frees are not durable, the pages not yet free.
+    assert!(s.stats().pages_used > s.stats().data_pages / 2);
+    let b = s.create(1, b"b", REG, 0, 0, Hint::default()).unwrap();
+    let data: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+    s.write(b.ino, 0, &data).unwrap();
+    let mut back = vec![0u8; len];
+    assert_eq!(s.read(b.ino, 0, &mut back).unwrap(), len);
+    assert!(back == data, "the second file reads back");
+    // More than all the pages at once is still refused.
+    let c = s.create(1, b"c", REG, 0, 0, Hint::default()).unwrap();
+    assert!(matches!(
+        s.write(c.ino, 0, &vec![1; len]),
+        Err(PStoreError::NoSpace(_))
+    ));
+    check_pages(&mut s);
+    // The commit that freed the first file's pages made its unlink durable first: after a
+    // power cut the first file is gone and no page is mapped twice.
+    drop(s);
+    ctrl.power_cut().unwrap();
+    let mut r = PStore::open(dev, &cfg).unwrap();
+    assert_eq!(r.lookup(1, b"a"), None);
+    check_pages(&mut r);
+}
+
+#[test]
 fn a_small_file_keeps_its_first_block_in_the_inode() {
     let (_c, dev) = swarm(32 << 20, 4096);
     let mut s = PStore::format(dev, &small_config(4096)).unwrap();

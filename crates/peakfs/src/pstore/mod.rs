@@ -1593,9 +1593,21 @@ impl PStore {
             let batch_end =
                 ((first_block + BLOCKS_PER_TX as u64) * bs).min(offset + data.len() as u64);
             let piece = &data[done..done + (batch_end - start) as usize];
-            self.run(BLOCKS_PER_TX * 100 + MAX_RECORD, |s| {
-                s.write_batch(ino, start, piece)
-            })?;
+            let batch = |s: &mut Self| {
+                s.run(BLOCKS_PER_TX * 100 + MAX_RECORD, |s| {
+                    s.write_batch(ino, start, piece)
+                })
+            };
+            match batch(self) {
+                // Pages freed since the last commit (unlinks, truncates, overwrites) come back
+                // once their frees are durable: commit and try again before refusing. A
+                // failed batch maps none of its new runs and frees them.
+                Err(PStoreError::NoSpace("data pages")) if self.data.pending_free_pages() > 0 => {
+                    self.fsync()?;
+                    batch(self)?;
+                }
+                r => r?,
+            }
             done += piece.len();
         }
         Ok(data.len())
