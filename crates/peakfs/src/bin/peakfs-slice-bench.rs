@@ -125,6 +125,12 @@ fn serve(slice: &mut Slice, req: Request<'_>, out: &mut Vec<u8>) -> anyhow::Resu
     Ok(replied)
 }
 
+/// The median of the rounds' times.
+fn median_of(rounds: &mut [Duration]) -> Duration {
+    rounds.sort_unstable();
+    rounds[rounds.len() / 2]
+}
+
 fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -223,7 +229,7 @@ fn main() -> anyhow::Result<()> {
                         })?;
                     }
                 }
-                _ if !small.is_empty() => {
+                _ if *op == "write-3901" => {
                     for &ino in &small {
                         timed(Request::Write {
                             ino,
@@ -254,10 +260,8 @@ fn main() -> anyhow::Result<()> {
     }
     let mut records = Vec::new();
     for (k, op) in OPS.iter().enumerate() {
-        times[k].sort_unstable();
-        let median = times[k][times[k].len() / 2];
-        before_reply[k].sort_unstable();
-        let replied = before_reply[k][before_reply[k].len() / 2];
+        let median = median_of(&mut times[k]);
+        let replied = median_of(&mut before_reply[k]);
         let (ops, bytes) = match data_shape(op) {
             Some((xfer, _)) => (args.writes, args.writes * xfer),
             None if *op == "write-3901" => (args.files, args.files * SMALL_FILE as u64),

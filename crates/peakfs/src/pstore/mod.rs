@@ -1603,7 +1603,9 @@ impl PStore {
                 // Pages freed since the last commit (unlinks, truncates, overwrites) come back
                 // once their frees are durable: commit and try again before refusing. A
                 // failed batch maps none of its new runs and frees them.
-                Err(PStoreError::NoSpace("data pages")) if self.data.pending_free_pages() > 0 => {
+                Err(PStoreError::NoSpace(pdata::NO_DATA_PAGES))
+                    if self.data.pending_free_pages() > 0 =>
+                {
                     self.fsync()?;
                     batch(self)?;
                 }

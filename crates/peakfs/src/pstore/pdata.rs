@@ -46,6 +46,8 @@ pub struct PData {
 /// own bytes where whole pages are written, a merged copy where a write meets old pages.
 pub type DirectWrites<'a> = Vec<(u64, Cow<'a, [u8]>)>;
 
+/// What a write that finds no run of free pages reports ([`PStoreError::NoSpace`]).
+pub(super) const NO_DATA_PAGES: &str = "data pages";
 /// Writes of at most this many pages are staged.
 const STAGE_PAGES: usize = 4;
 /// Staged pages are written out once there are more than this many.
@@ -259,7 +261,7 @@ impl PData {
         let start = self
             .pages
             .alloc_run(u64::from(pages))
-            .ok_or(PStoreError::NoSpace("data pages"))?;
+            .ok_or(PStoreError::NoSpace(NO_DATA_PAGES))?;
         let run = PageRun {
             start,
             pages,

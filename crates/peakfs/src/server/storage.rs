@@ -142,25 +142,17 @@ impl ServerSuper {
         if crc != common::hash::crc32c(body) || body[..7] != SB_MAGIC_PREFIX[..] {
             return Found::Foreign;
         }
-        match Self::decode(b) {
-            Some(sb) => Found::Volume(sb),
-            None => Found::OtherFormat(body[7].wrapping_sub(b'0')),
-        }
-    }
-
-    fn decode(b: &[u8]) -> Option<Self> {
-        let body = b.get(..32)?;
-        let crc = u32::from_le_bytes(b.get(32..36)?.try_into().ok()?);
-        if crc != common::hash::crc32c(body) || body[..8] != SB_MAGIC.to_le_bytes() {
-            return None;
+        if body[..8] != SB_MAGIC.to_le_bytes() {
+            return Found::OtherFormat(body[7].wrapping_sub(b'0'));
         }
         let u32_at = |i: usize| u32::from_le_bytes(body[i..i + 4].try_into().unwrap_or_default());
-        Some(Self {
+        let u64_at = |i: usize| u64::from_le_bytes(body[i..i + 8].try_into().unwrap_or_default());
+        Found::Volume(Self {
             index: u32_at(8),
             servers: u32_at(12),
             workers: u32_at(16),
             block_size: u32_at(20),
-            zone_lbas: u64::from_le_bytes(body[24..32].try_into().ok()?),
+            zone_lbas: u64_at(24),
         })
     }
 }
@@ -435,10 +427,10 @@ mod tests {
             zone_lbas: 8192,
         };
         let mut b = sb.encode();
-        assert_eq!(ServerSuper::decode(&b), Some(sb));
+        assert_eq!(ServerSuper::classify(&b), Found::Volume(sb));
         b[9] ^= 1;
-        assert_eq!(ServerSuper::decode(&b), None);
-        assert_eq!(ServerSuper::decode(&[0; 10]), None);
+        assert!(!matches!(ServerSuper::classify(&b), Found::Volume(_)));
+        assert!(!matches!(ServerSuper::classify(&[0; 10]), Found::Volume(_)));
     }
 
     #[test]
