@@ -1,7 +1,7 @@
 //! Shared primitives of the GPU-storage family.
 //!
 //! Everything here is used by more than one system crate (see
-//! `ARCHITECTURE.md`): GoFS's range lock and sharded block bitmaps, GNStor's
+//! `ARCHITECTURE.md`): GoFS's range lock, sharded block bitmaps and sequence lock, GNStor's
 //! size-class pool, PeakFS's rings, placement hashing, identity tokens, and the
 //! one benchmark record every `bench` program emits. Layouts shared with CUDA
 //! live beside their Rust twin in `cuda/` and carry compile-time layout asserts.
@@ -13,3 +13,4 @@ pub mod hash;
 mod loom_compat;
 pub mod range_lock;
 pub mod ring;
+pub mod seqlock;

@@ -18,14 +18,20 @@
 //!   waits for the reader's gate (the old blocks still hold the data the reader wants).
 //!
 //! Layout. Addresses sit in chunks of [`CHUNK`] consecutive file blocks, each chunk with the
-//! version its addresses belong to; a chunk of an older version reads as empty and is cleared
-//! when next filled. Readers check a chunk's version before and after reading an address (a
-//! sequence lock whose only writer is the engine, under its lock). The chunk table grows by
+//! version its addresses belong to; a chunk of another version reads as empty and is cleared
+//! when next filled. A chunk's version and addresses change inside a sequence lock ([`SeqCount`],
+//! whose only writer is the engine, under its lock): a reader checks the chunk's sequence
+//! number before and after reading an address. Checking the version twice instead would need
+//! versions that never come back (true of the engine's, which only grow, but not of the
+//! cache's own tests): a chunk refilled at another version and then at the reader's again
+//! between its two checks would pass them with an address of the other version. The chunk table grows by
 //! replacement; replaced tables are kept until the cache is cleared, which happens only under
 //! the file's whole-range lock, so no reader is left holding them.
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering, fence};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
+
+use common::seqlock::SeqCount;
 
 use crate::format::NULL_ADDR;
 
@@ -53,6 +59,7 @@ pub type Budget = super::budget::Budget<BUDGET>;
 
 #[derive(Debug)]
 struct Chunk {
+    seq: SeqCount,
     version: AtomicU64,
     addrs: [AtomicU32; CHUNK],
 }
@@ -60,6 +67,7 @@ struct Chunk {
 impl Chunk {
     fn empty() -> Self {
         Self {
+            seq: SeqCount::default(),
             version: AtomicU64::new(NO_VERSION),
             addrs: std::array::from_fn(|_| AtomicU32::new(EMPTY)),
         }
@@ -86,6 +94,8 @@ pub struct PointerCache {
     /// still hold references to the `Table` itself, which must not move)
     #[allow(clippy::vec_box)]
     retired: Mutex<Vec<Box<Table>>>,
+    /// guards `size` and `size_version`
+    size_seq: SeqCount,
     /// the file size, valid when `size_version` is the current version
     size: AtomicU64,
     size_version: AtomicU64,
@@ -103,12 +113,10 @@ impl PointerCache {
 
     /// The file size cached at `version`.
     pub fn size(&self, version: u64) -> Option<u64> {
-        if self.size_version.load(Ordering::Acquire) != version {
-            return None;
-        }
-        let size = self.size.load(Ordering::Relaxed);
-        fence(Ordering::Acquire);
-        (self.size_version.load(Ordering::Relaxed) == version).then_some(size)
+        self.size_seq.read(|| {
+            (self.size_version.load(Ordering::Relaxed) == version)
+                .then(|| self.size.load(Ordering::Relaxed))
+        })
     }
 
     /// The address of file block `idx` cached at `version`.
@@ -117,12 +125,13 @@ impl PointerCache {
             .current()?
             .chunks
             .get(usize::try_from(idx).ok()? / CHUNK)?;
-        if chunk.version.load(Ordering::Acquire) != version {
-            return None;
-        }
-        let a = chunk.addrs[idx as usize % CHUNK].load(Ordering::Relaxed);
-        fence(Ordering::Acquire);
-        (a != EMPTY && chunk.version.load(Ordering::Relaxed) == version).then_some(a)
+        chunk.seq.read(|| {
+            if chunk.version.load(Ordering::Relaxed) != version {
+                return None;
+            }
+            let a = chunk.addrs[idx as usize % CHUNK].load(Ordering::Relaxed);
+            (a != EMPTY).then_some(a)
+        })
     }
 
     /// Caches the file's `size` and the addresses `addrs` of its blocks `first..` (all in one
@@ -137,10 +146,10 @@ impl PointerCache {
         addrs: &[u32],
         budget: &Budget,
     ) -> bool {
-        self.size_version.store(NO_VERSION, Ordering::Relaxed);
-        fence(Ordering::Release);
-        self.size.store(size, Ordering::Relaxed);
-        self.size_version.store(version, Ordering::Release);
+        self.size_seq.write(|| {
+            self.size.store(size, Ordering::Relaxed);
+            self.size_version.store(version, Ordering::Relaxed);
+        });
 
         let Some(last) = first.checked_add(addrs.len() as u64) else {
             return false;
@@ -155,17 +164,15 @@ impl PointerCache {
         };
         let chunk = &table.chunks[chunk_no];
         if chunk.version.load(Ordering::Relaxed) != version {
-            // A sequence-lock write: readers that see any entry stored below also see the
-            // chunk's version changed (the release fence pairs with their acquire fence).
-            chunk.version.store(NO_VERSION, Ordering::Relaxed);
-            fence(Ordering::Release);
-            for a in &chunk.addrs {
-                a.store(EMPTY, Ordering::Relaxed);
-            }
-            chunk.version.store(version, Ordering::Release);
+            chunk.seq.write(|| {
+                chunk.version.store(version, Ordering::Relaxed);
+                for a in &chunk.addrs {
+                    a.store(EMPTY, Ordering::Relaxed);
+                }
+            });
         }
-        // Entries added to a chunk of the current version: a reader sees EMPTY or the address,
-        // both true answers.
+        // Entries added to a chunk of its current version need no write section: a reader
+        // sees EMPTY or the address, both true answers.
         let base = first as usize % CHUNK;
         for (k, &a) in addrs.iter().enumerate() {
             if a != EMPTY {
@@ -223,7 +230,8 @@ impl PointerCache {
     /// Frees every table and forgets the size. Callers hold the file's whole-range lock (no
     /// reader is inside the cache) and the engine lock (no writer is).
     pub fn clear(&self, budget: &Budget) {
-        self.size_version.store(NO_VERSION, Ordering::Release);
+        self.size_seq
+            .write(|| self.size_version.store(NO_VERSION, Ordering::Relaxed));
         let t = self.table.swap(std::ptr::null_mut(), Ordering::AcqRel);
         let mut retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
         if !t.is_null() {
