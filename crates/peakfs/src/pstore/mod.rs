@@ -589,13 +589,15 @@ pub struct PStore {
 }
 
 impl Drop for PStore {
-    /// A store dropped with an Icache write-back in flight (a crash test, a failed start)
+    /// A store dropped with an Icache write-back or a data write-out in flight (a crash
+    /// test, a failed start)
     /// submits nothing more of it and waits for what the device already has: afterwards
     /// nothing of this store reaches the device.
     fn drop(&mut self) {
         if self.behind.started && self.behind.done.is_none() {
             let _ = self.zone.abandon(&mut self.behind.batch);
         }
+        self.data.abandon_writing(&self.zone);
     }
 }
 
@@ -896,12 +898,15 @@ impl PStore {
         self.data.commit_frees()
     }
 
-    /// Moves an Icache write-back in flight on without waiting (a server calls it between
-    /// requests); returns whether one is still in flight. A failed one is returned here, its
-    /// blocks dirty again.
+    /// Moves the Icache write-back and the write-out of staged data pages in flight on
+    /// without waiting (a server calls it between requests); returns whether either is still
+    /// in flight. A failed one is returned here: its blocks dirty again, its pages staged
+    /// again.
     pub fn pump(&mut self) -> Result<bool, PStoreError> {
+        let data = self.data.pump_writing(&self.zone);
         let (cache, mut io) = self.meta_io();
-        cache.poll_write_behind(&mut io, false)
+        let icache = cache.poll_write_behind(&mut io, false)?;
+        Ok(data? || icache)
     }
 
     /// Makes every operation so far durable (the data written and all metadata).

@@ -17,6 +17,14 @@
 //! one ([`PData::take_unflushed`]): a mapping never becomes durable before the data it maps,
 //! even on a drive whose cache writes blocks back in any order, and a worker pays one round
 //! trip to its NVMe queue per batch instead of one per small write. Reads see staged pages.
+//!
+//! A batch that fills up between commits goes out on the worker's write-back queue without
+//! being waited for ([`PData::pump_writing`] takes its completion between requests): its pages
+//! stay readable from memory until the device has them, at most one such batch is in flight
+//! (the next waits for it, so two writes of one page are never in flight together), and
+//! everything that must follow data on the device (a flush before a log write, a direct
+//! write of the same pages) waits for it first. A failed batch's pages are staged again, so
+//! the next write-out (at the latest the commit, whose caller gets the error) retries them.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -25,7 +33,7 @@ use super::PStoreError;
 use super::bitmap::Bitmap;
 use super::table::{BlockTable, PageRun};
 use super::wal::Record;
-use super::zone::{PAGE, Zone};
+use super::zone::{PAGE, WriteBehind, Zone, ZoneError};
 
 /// The data engine state of one worker.
 #[derive(Debug)]
@@ -38,6 +46,11 @@ pub struct PData {
     pending_free: Vec<PageRun>,
     /// Staged pages by zone page, newer than the device's copy.
     staged: BTreeMap<u64, Box<[u8]>>,
+    /// Pages of the write-out in flight on the write-back queue (older than `staged`, newer
+    /// than the device's copy until `writing` completes).
+    writing: BTreeMap<u64, Box<[u8]>>,
+    /// The write-out in flight (busy exactly when `writing` is not empty).
+    batch: WriteBehind,
     /// Data pages were written to the device since the last flush.
     unflushed: bool,
 }
@@ -63,6 +76,8 @@ impl PData {
             base,
             pending_free: Vec::new(),
             staged: BTreeMap::new(),
+            writing: BTreeMap::new(),
+            batch: WriteBehind::default(),
             unflushed: false,
         }
     }
@@ -72,28 +87,36 @@ impl PData {
         self.read_direct(zone, &mut [(at, buf)])
     }
 
-    /// Reads runs of whole pages, each `(zone page, buffer)`, staged pages over the device's
-    /// copy: the device reads of all runs are in flight together (the blocks of one READ
-    /// request, gathered by [`PData::read_block`]).
+    /// Reads runs of whole pages, each `(zone page, buffer)`, staged pages (and those of the
+    /// write-out in flight) over the device's copy: the device reads of all runs are in flight
+    /// together (the blocks of one READ request, gathered by [`PData::read_block`]).
     pub fn read_direct(
         &self,
         zone: &Zone,
         runs: &mut [(u64, &mut [u8])],
     ) -> Result<(), PStoreError> {
-        let staged_in = |at: u64, buf: &[u8]| {
-            self.staged
-                .range(at..at + (buf.len() / PAGE) as u64)
-                .count()
+        let in_memory = |at: u64, buf: &[u8]| {
+            let pages = at..at + (buf.len() / PAGE) as u64;
+            let writing = self.writing.range(pages.clone());
+            self.staged.range(pages).count()
+                + writing
+                    .filter(|(p, _)| !self.staged.contains_key(p))
+                    .count()
         };
         let mut device: Vec<(u64, &mut [u8])> = runs
             .iter_mut()
-            .filter(|(at, buf)| staged_in(*at, buf) < buf.len() / PAGE)
+            .filter(|(at, buf)| in_memory(*at, buf) < buf.len() / PAGE)
             .map(|(at, buf)| (*at, &mut **buf))
             .collect();
         zone.read_runs(&mut device)?;
         for (at, buf) in runs.iter_mut() {
             let end = *at + (buf.len() / PAGE) as u64;
-            for (&p, page) in self.staged.range(*at..end) {
+            // The older copy first: a staged page replaces the one being written.
+            for (&p, page) in self
+                .writing
+                .range(*at..end)
+                .chain(self.staged.range(*at..end))
+            {
                 let i = (p - *at) as usize * PAGE;
                 buf[i..i + PAGE].copy_from_slice(page);
             }
@@ -114,18 +137,91 @@ impl PData {
             direct.push((at, buf));
             return Ok(());
         }
-        self.stage(zone, at, &buf)
+        self.stage(zone, at, buf)
     }
 
-    /// Stages whole pages at zone page `at` (written out once too many are staged).
-    fn stage(&mut self, zone: &Zone, at: u64, buf: &[u8]) -> Result<(), PStoreError> {
-        for (k, page) in buf.chunks_exact(PAGE).enumerate() {
-            self.staged.insert(at + k as u64, page.into());
+    /// Stages whole pages at zone page `at` (sent to the device once too many are staged).
+    fn stage(&mut self, zone: &Zone, at: u64, buf: Cow<'_, [u8]>) -> Result<(), PStoreError> {
+        match buf {
+            // A page built for this write (a small file's) is kept as it is, not copied.
+            Cow::Owned(page) if page.len() == PAGE => {
+                self.staged.insert(at, page.into_boxed_slice());
+            }
+            buf => {
+                for (k, page) in buf.chunks_exact(PAGE).enumerate() {
+                    self.staged.insert(at + k as u64, page.into());
+                }
+            }
         }
         if self.staged.len() > STAGED_MAX {
-            self.write_out(zone)?;
+            self.start_write_out(zone)?;
         }
         Ok(())
+    }
+
+    /// Sends every staged page to the device on the write-back queue without waiting (a zone
+    /// without one writes them out now), after the write-out still in flight, if any.
+    fn start_write_out(&mut self, zone: &Zone) -> Result<(), PStoreError> {
+        if !zone.writes_behind() {
+            return self.write_out(zone);
+        }
+        self.finish_writing(zone)?;
+        for (&p, page) in &self.staged {
+            if let Err(e) = zone.stage_write(&mut self.batch, p, page) {
+                // Nothing was submitted: the pages stay staged.
+                self.batch = WriteBehind::default();
+                return Err(e.into());
+            }
+        }
+        self.writing = std::mem::take(&mut self.staged);
+        self.unflushed = true;
+        if let Some(r) = zone.pump(&mut self.batch) {
+            self.complete_writing(r)?;
+        }
+        Ok(())
+    }
+
+    /// Takes the result of the write-out that completed: its pages leave memory, or, if it
+    /// failed, are staged again (under any newer staged copy).
+    fn complete_writing(&mut self, r: Result<(), ZoneError>) -> Result<(), PStoreError> {
+        let written = std::mem::take(&mut self.writing);
+        if let Err(e) = r {
+            for (p, page) in written {
+                self.staged.entry(p).or_insert(page);
+            }
+            return Err(e.into());
+        }
+        Ok(())
+    }
+
+    /// Moves the write-out in flight on without waiting; returns whether it is still in
+    /// flight. A failed one is returned here (its pages staged again).
+    pub fn pump_writing(&mut self, zone: &Zone) -> Result<bool, PStoreError> {
+        if self.writing.is_empty() {
+            return Ok(false);
+        }
+        match zone.pump(&mut self.batch) {
+            None => Ok(true),
+            Some(r) => self.complete_writing(r).map(|()| false),
+        }
+    }
+
+    /// Waits for the write-out in flight, if any.
+    fn finish_writing(&mut self, zone: &Zone) -> Result<(), PStoreError> {
+        if self.writing.is_empty() {
+            return Ok(());
+        }
+        let r = zone.finish(&mut self.batch);
+        self.complete_writing(r)
+    }
+
+    /// Submits nothing more of the write-out in flight and waits for what the device already
+    /// has (a store dropped without a commit: a crash test, a failed start).
+    pub fn abandon_writing(&mut self, zone: &Zone) {
+        if !self.writing.is_empty() {
+            let _ = zone.abandon(&mut self.batch);
+            self.writing.clear();
+        }
     }
 
     /// Writes runs of whole pages gathered by [`PData::write_block`] to the device, all in
@@ -137,6 +233,14 @@ impl PData {
     ) -> Result<(), PStoreError> {
         if direct.is_empty() {
             return Ok(());
+        }
+        let in_flight = |(at, b): &(u64, Cow<'_, [u8]>)| {
+            let end = *at + (b.len() / PAGE) as u64;
+            self.writing.range(*at..end).next().is_some()
+        };
+        if direct.iter().any(in_flight) {
+            // Two writes of one page in flight together may land in either order.
+            self.finish_writing(zone)?;
         }
         self.unflushed = true;
         let runs: Vec<(u64, &[u8])> = direct.iter().map(|(at, b)| (*at, &b[..])).collect();
@@ -162,9 +266,11 @@ impl PData {
         self.unflushed = true;
     }
 
-    /// Writes every staged page to the device, consecutive pages as one run, all runs in
-    /// flight together. On an error the pages stay staged (a later write-out retries them).
+    /// Writes every staged page to the device and waits for them and for the write-out in
+    /// flight: consecutive pages as one run, all runs in flight together. On an error the
+    /// pages stay staged (a later write-out retries them).
     pub fn write_out(&mut self, zone: &Zone) -> Result<(), PStoreError> {
+        self.finish_writing(zone)?;
         let mut runs: Vec<(u64, Vec<u8>)> = Vec::new();
         for (&p, page) in &self.staged {
             match runs.last_mut() {
@@ -181,9 +287,9 @@ impl PData {
         Ok(())
     }
 
-    /// Pages staged and not yet written to the device.
+    /// Pages staged or in flight, not yet known to be on the device.
     pub fn staged_pages(&self) -> usize {
-        self.staged.len()
+        self.staged.len() + self.writing.len()
     }
 
     /// Bytes of a file block.
@@ -439,7 +545,7 @@ impl PData {
             let mut page = vec![0u8; PAGE];
             self.read_pages(zone, at, &mut page)?;
             page[keep % PAGE..].fill(0);
-            self.stage(zone, at, &page)?;
+            self.stage(zone, at, Cow::Owned(page))?;
         }
         Ok(kept)
     }

@@ -8,9 +8,9 @@
 //! shares the device's queues through its synchronous block API.
 //!
 //! A worker may also own a second queue for writes it does not wait for ([`WriteBehind`]): an
-//! Icache write-back (PeakFS §III-C2's *write* state) goes out there while the worker goes on
-//! serving, and nothing else submits to that queue, so its unpolled completions never hold up
-//! the worker's other commands.
+//! Icache write-back (PeakFS §III-C2's *write* state) or a write-out of staged data pages goes
+//! out there while the worker goes on serving, and nothing else submits to that queue, so its
+//! unpolled completions never hold up the worker's other commands.
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -451,7 +451,10 @@ impl Zone {
         if batch.error.is_some() {
             batch.queued.clear();
         }
-        let window = (h.depth() as usize / 2).max(1);
+        // Two batches may be in flight on the queue (an Icache write-back and a data
+        // write-out): each keeps to a quarter of its depth, so that a submission never waits
+        // for a slot that only the other batch's polling would free.
+        let window = (h.depth() as usize / 4).max(1);
         // A flush goes alone: nothing follows it until it completed.
         let flushing = |b: &WriteBehind| b.inflight.front().is_some_and(|&(_, l)| l == FLUSH_LBA);
         while !flushing(batch) && batch.inflight.len() < window {

@@ -606,7 +606,7 @@ impl Worker {
                 tracing::error!(worker = self.me, error = %e, "settling the store failed");
             }
             writing_behind = self.slice.store().pump().unwrap_or_else(|e| {
-                tracing::error!(worker = self.me, error = %e, "an Icache write-back failed");
+                tracing::error!(worker = self.me, error = %e, "a write-back failed (Icache blocks or staged data pages)");
                 false
             });
             let drained = self.drain(&mut poller);

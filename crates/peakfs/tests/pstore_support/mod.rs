@@ -16,11 +16,21 @@ pub fn swarm(capacity: u64, lba: u32) -> (Arc<SwarmIo>, Arc<NvmeDevice>) {
 
 /// [`swarm`] with `queues` host I/O queues.
 pub fn swarm_queues(capacity: u64, lba: u32, queues: u16) -> (Arc<SwarmIo>, Arc<NvmeDevice>) {
+    swarm_slow_writes(capacity, lba, queues, 1.0)
+}
+
+/// [`swarm_queues`] whose writes each take `write_latency_us`.
+pub fn swarm_slow_writes(
+    capacity: u64,
+    lba: u32,
+    queues: u16,
+    write_latency_us: f64,
+) -> (Arc<SwarmIo>, Arc<NvmeDevice>) {
     let targets = Targets {
         read_miops: 50.0,
         read_latency_us: 1.0,
         write_miops: 50.0,
-        write_latency_us: 1.0,
+        write_latency_us,
         block_bytes: 4096,
         lba_bytes: lba,
         num_sched_insts: 1,
