@@ -77,7 +77,7 @@ impl PData {
             pending_free: Vec::new(),
             staged: BTreeMap::new(),
             writing: BTreeMap::new(),
-            batch: WriteBehind::default(),
+            batch: WriteBehind::small(),
             unflushed: false,
         }
     }
@@ -169,7 +169,7 @@ impl PData {
         for (&p, page) in &self.staged {
             if let Err(e) = zone.stage_write(&mut self.batch, p, page) {
                 // Nothing was submitted: the pages stay staged.
-                self.batch = WriteBehind::default();
+                self.batch = WriteBehind::small();
                 return Err(e.into());
             }
         }

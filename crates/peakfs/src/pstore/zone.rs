@@ -96,19 +96,46 @@ enum Staged {
 /// A batch of writes and flushes on the zone's write-back queue, copied when staged and
 /// completed by polling ([`Zone::pump`]): the caller goes on with other work meanwhile.
 /// Commands go out in order up to a window; a flush is a barrier.
-#[derive(Debug, Default)]
+///
+/// Two batches may be in flight on one queue, an Icache write-back (half of the queue's depth
+/// at most, [`WriteBehind::default`]) and a data write-out (a quarter, [`WriteBehind::small`]):
+/// together they never need a slot that only the other batch's polling would free.
+#[derive(Debug)]
 pub struct WriteBehind {
     buf: Vec<u8>,
     queued: VecDeque<Staged>,
     /// Commands sent: their tickets and LBAs ([`FLUSH_LBA`] for a flush, which goes alone).
     inflight: VecDeque<(Ticket, u64)>,
     error: Option<ZoneError>,
+    /// At most the queue's depth divided by this in flight.
+    depth_divisor: usize,
+}
+
+impl Default for WriteBehind {
+    fn default() -> Self {
+        Self::with_depth_divisor(2)
+    }
 }
 
 /// The LBA a flush in flight is listed with.
 const FLUSH_LBA: u64 = u64::MAX;
 
 impl WriteBehind {
+    fn with_depth_divisor(depth_divisor: usize) -> Self {
+        Self {
+            buf: Vec::new(),
+            queued: VecDeque::new(),
+            inflight: VecDeque::new(),
+            error: None,
+            depth_divisor,
+        }
+    }
+
+    /// A batch that keeps to a quarter of the queue's depth (see the type's doc).
+    pub fn small() -> Self {
+        Self::with_depth_divisor(4)
+    }
+
     /// Whether commands are staged or in flight.
     pub fn is_busy(&self) -> bool {
         !self.queued.is_empty() || !self.inflight.is_empty()
@@ -451,10 +478,7 @@ impl Zone {
         if batch.error.is_some() {
             batch.queued.clear();
         }
-        // Two batches may be in flight on the queue (an Icache write-back and a data
-        // write-out): each keeps to a quarter of its depth, so that a submission never waits
-        // for a slot that only the other batch's polling would free.
-        let window = (h.depth() as usize / 4).max(1);
+        let window = (h.depth() as usize / batch.depth_divisor).max(1);
         // A flush goes alone: nothing follows it until it completed.
         let flushing = |b: &WriteBehind| b.inflight.front().is_some_and(|&(_, l)| l == FLUSH_LBA);
         while !flushing(batch) && batch.inflight.len() < window {
