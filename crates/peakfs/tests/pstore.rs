@@ -11,7 +11,9 @@ use peakfs::pstore::inode::Hint;
 use peakfs::pstore::zone::{WriteBehind, Zone, ZoneError};
 use peakfs::pstore::{NewInode, PStore, PStoreConfig, PStoreError, Relink, SetAttr};
 use proptest::prelude::*;
-use pstore_support::{check_pages, small_config, swarm, swarm_queues, swarm_slow_writes};
+use pstore_support::{
+    check_pages, small_config, swarm, swarm_queues, swarm_slow_writes, write_out_config,
+};
 
 const REG: u32 = 0o100644;
 const DIR: u32 = 0o040755;
@@ -336,14 +338,7 @@ fn a_full_stage_goes_out_without_the_write_waiting_and_stays_readable_until_it_l
     // Writes take 50 ms on this device: a write that waited for the write-out could not
     // leave it in flight behind it.
     let (ssd, dev) = swarm_slow_writes(32 << 20, 4096, 2, 50_000.0);
-    let mut cfg = small_config(4096);
-    cfg.queue = Some(0);
-    cfg.write_back_queue = Some(1);
-    // Every inode block fits the Icache: no write-back of inode blocks waits on the way.
-    cfg.icache_blocks = 128;
-    cfg.dirty_ratio = 1.0;
-    // Room in the log for all of it: no checkpoint writes the staged pages out first.
-    cfg.wal_pages = 256;
+    let cfg = write_out_config();
     let mut s = PStore::format(dev.clone(), &cfg).unwrap();
     s.defer_settle(true).unwrap();
     let content = |i: u16| -> Vec<u8> { (0..3901u32).map(|k| (k as u16 ^ i) as u8).collect() };
@@ -380,16 +375,15 @@ fn a_full_stage_goes_out_without_the_write_waiting_and_stays_readable_until_it_l
     let mut newer = content(0);
     newer[..100].fill(0xEE);
     s.write(files[0], 0, &newer[..100]).unwrap();
-    for (i, &ino) in files.iter().enumerate() {
-        let mut buf = vec![0u8; 3901];
-        assert_eq!(s.read(ino, 0, &mut buf).unwrap(), 3901);
-        let want = if i == 0 {
-            newer.clone()
-        } else {
-            content(i as u16)
-        };
-        assert!(buf == want, "file {i} while its page may be in flight");
-    }
+    let check = |s: &mut PStore, when: &str| {
+        for (i, &ino) in files.iter().enumerate() {
+            let mut buf = vec![0u8; 3901];
+            assert_eq!(s.read(ino, 0, &mut buf).unwrap(), 3901);
+            let want = if i == 0 { &newer } else { &content(i as u16) };
+            assert!(buf == *want, "file {i} {when}");
+        }
+    };
+    check(&mut s, "while its page may be in flight");
     // fsync waits for the write-out in flight before it writes the newer copy and the log.
     s.fsync().unwrap();
     assert!(!s.pump().unwrap());
@@ -397,16 +391,7 @@ fn a_full_stage_goes_out_without_the_write_waiting_and_stays_readable_until_it_l
     ssd.power_cut().unwrap();
     drop(s);
     let mut s = PStore::open(dev, &cfg).unwrap();
-    for (i, &ino) in files.iter().enumerate() {
-        let mut buf = vec![0u8; 3901];
-        assert_eq!(s.read(ino, 0, &mut buf).unwrap(), 3901);
-        let want = if i == 0 {
-            newer.clone()
-        } else {
-            content(i as u16)
-        };
-        assert!(buf == want, "file {i} after the power cut");
-    }
+    check(&mut s, "after the power cut");
     check_pages(&mut s);
     assert!(first >= 256, "staged first: {first}");
 }

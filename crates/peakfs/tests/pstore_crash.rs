@@ -12,7 +12,9 @@ use gpu_nvme::device::NvmeDevice;
 use peakfs::pstore::inode::Hint;
 use peakfs::pstore::{PStore, PStoreConfig, Relink};
 use proptest::prelude::*;
-use pstore_support::{check_pages, small_config, swarm, swarm_queues, swarm_slow_writes};
+use pstore_support::{
+    check_pages, small_config, swarm, swarm_queues, swarm_slow_writes, write_out_config,
+};
 use swarmio::SwarmIo;
 
 const REG: u32 = 0o100644;
@@ -684,11 +686,7 @@ fn a_power_cut_with_a_write_out_of_small_files_in_flight_keeps_what_fsync_acknow
     for seed in [None, Some(1), Some(2), Some(3)] {
         // Writes take 20 ms: the write-out started by the last writes is still in flight.
         let (ctrl, dev) = swarm_slow_writes(32 << 20, 4096, 2, 20_000.0);
-        let mut cfg = small_config(4096);
-        cfg.queue = Some(0);
-        cfg.write_back_queue = Some(1);
-        cfg.icache_blocks = 128;
-        cfg.wal_pages = 256;
+        let cfg = write_out_config();
         let mut s = PStore::format(dev.clone(), &cfg).unwrap();
         s.defer_settle(true).unwrap();
         let inos: Vec<u64> = (0..100).map(|i| make(&mut s, i)).collect();

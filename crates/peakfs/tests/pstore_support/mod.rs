@@ -65,6 +65,20 @@ pub fn small_config(lba: u32) -> PStoreConfig {
     c
 }
 
+/// [`small_config`] for the write-out of full stages of small-file pages: the worker's own
+/// queue (0) and a write-back queue (1), an Icache that holds every inode block (no inode
+/// write-back waits on the way) and a log with room for hundreds of small files (no
+/// checkpoint writes the staged pages out first).
+pub fn write_out_config() -> PStoreConfig {
+    let mut c = small_config(4096);
+    c.queue = Some(0);
+    c.write_back_queue = Some(1);
+    c.icache_blocks = 128;
+    c.dirty_ratio = 1.0;
+    c.wal_pages = 256;
+    c
+}
+
 /// Checks the page bitmap against the mappings: no page mapped twice, every mapped page
 /// allocated, and no allocated page unmapped (no leak).
 pub fn check_pages(s: &mut PStore) {
