@@ -19,7 +19,9 @@
 //! trip to its NVMe queue per batch instead of one per small write. Reads see staged pages.
 //!
 //! A batch that fills up between commits goes out on the worker's write-back queue without
-//! being waited for ([`PData::pump_writing`] takes its completion between requests): its pages
+//! being waited for: the write that fills it only hands its pages over, and the pump after its
+//! reply ([`PData::pump_writing`], run between requests) copies them into the batch, submits
+//! it and later takes its completion. Its pages
 //! stay readable from memory until the device has them, at most one such batch is in flight
 //! (the next waits for it, so two writes of one page are never in flight together), and
 //! everything that must follow data on the device (a flush before a log write, a direct
@@ -49,8 +51,10 @@ pub struct PData {
     /// Pages of the write-out in flight on the write-back queue (older than `staged`, newer
     /// than the device's copy until `writing` completes).
     writing: BTreeMap<u64, Box<[u8]>>,
-    /// The write-out in flight (busy exactly when `writing` is not empty).
+    /// The write-out in flight (busy exactly when `writing` is not empty and sent).
     batch: WriteBehind,
+    /// `writing` is not in `batch` yet.
+    unsent: bool,
     /// Data pages were written to the device since the last flush.
     unflushed: bool,
 }
@@ -78,6 +82,7 @@ impl PData {
             staged: BTreeMap::new(),
             writing: BTreeMap::new(),
             batch: WriteBehind::small(),
+            unsent: false,
             unflushed: false,
         }
     }
@@ -161,22 +166,32 @@ impl PData {
 
     /// Sends every staged page to the device on the write-back queue without waiting (a zone
     /// without one writes them out now), after the write-out still in flight, if any.
+    /// The write that calls this only hands the pages over: they are copied into the batch
+    /// and submitted by the next pump (after its reply) or by whatever waits for them first.
     fn start_write_out(&mut self, zone: &Zone) -> Result<(), PStoreError> {
         if !zone.writes_behind() {
             return self.write_out(zone);
         }
         self.finish_writing(zone)?;
-        for (&p, page) in &self.staged {
-            if let Err(e) = zone.stage_write(&mut self.batch, p, page) {
-                // Nothing was submitted: the pages stay staged.
-                self.batch = WriteBehind::small();
-                return Err(e.into());
-            }
-        }
         self.writing = std::mem::take(&mut self.staged);
+        self.unsent = true;
         self.unflushed = true;
-        if let Some(r) = zone.pump(&mut self.batch) {
-            self.complete_writing(r)?;
+        Ok(())
+    }
+
+    /// Copies the pages handed over by [`Self::start_write_out`] into the batch.
+    fn send_writing(&mut self, zone: &Zone) -> Result<(), PStoreError> {
+        if !std::mem::take(&mut self.unsent) {
+            return Ok(());
+        }
+        let staged = self
+            .writing
+            .iter()
+            .try_for_each(|(&p, page)| zone.stage_write(&mut self.batch, p, page));
+        if let Err(e) = staged {
+            // Nothing was submitted: the pages go back to the stage.
+            self.batch = WriteBehind::small();
+            return self.complete_writing(Err(e));
         }
         Ok(())
     }
@@ -200,6 +215,7 @@ impl PData {
         if self.writing.is_empty() {
             return Ok(false);
         }
+        self.send_writing(zone)?;
         match zone.pump(&mut self.batch) {
             None => Ok(true),
             Some(r) => self.complete_writing(r).map(|()| false),
@@ -211,6 +227,7 @@ impl PData {
         if self.writing.is_empty() {
             return Ok(());
         }
+        self.send_writing(zone)?;
         let r = zone.finish(&mut self.batch);
         self.complete_writing(r)
     }
@@ -218,10 +235,10 @@ impl PData {
     /// Submits nothing more of the write-out in flight and waits for what the device already
     /// has (a store dropped without a commit: a crash test, a failed start).
     pub fn abandon_writing(&mut self, zone: &Zone) {
-        if !self.writing.is_empty() {
+        if !std::mem::take(&mut self.unsent) && !self.writing.is_empty() {
             let _ = zone.abandon(&mut self.batch);
-            self.writing.clear();
         }
+        self.writing.clear();
     }
 
     /// Writes runs of whole pages gathered by [`PData::write_block`] to the device, all in
