@@ -21,12 +21,12 @@
 //! A batch that fills up between commits goes out on the worker's write-back queue without
 //! being waited for: the write that fills it only hands its pages over, and the pump after its
 //! reply ([`PData::pump_writing`], run between requests) copies them into the batch, submits
-//! it and later takes its completion. Its pages
-//! stay readable from memory until the device has them, at most one such batch is in flight
-//! (the next waits for it, so two writes of one page are never in flight together), and
-//! everything that must follow data on the device (a flush before a log write, a direct
-//! write of the same pages) waits for it first. A failed batch's pages are staged again, so
-//! the next write-out (at the latest the commit, whose caller gets the error) retries them.
+//! it and later takes its completion. Its pages stay readable from memory until the device has
+//! them, at most one such batch is in flight (the next waits for it, so two writes of one page
+//! are never in flight together), and everything that must follow data on the device (a flush
+//! before a log write, a direct write of the same pages) waits for it first. A failed batch's
+//! pages are staged again, so the next write-out (at the latest the commit, whose caller gets
+//! the error) retries them.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
