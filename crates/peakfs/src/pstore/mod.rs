@@ -590,9 +590,8 @@ pub struct PStore {
 
 impl Drop for PStore {
     /// A store dropped with an Icache write-back or a data write-out in flight (a crash
-    /// test, a failed start)
-    /// submits nothing more of it and waits for what the device already has: afterwards
-    /// nothing of this store reaches the device.
+    /// test, a failed start) submits nothing more of it and waits for what the device already
+    /// has: afterwards nothing of this store reaches the device.
     fn drop(&mut self) {
         if self.behind.started && self.behind.done.is_none() {
             let _ = self.zone.abandon(&mut self.behind.batch);

@@ -926,7 +926,10 @@ impl Worker {
                             None => {
                                 // The reply buffer itself goes back (a 2.5 MiB READ's bytes
                                 // are not copied); the next request grows a new one.
-                                let result = r.map(|_| ()).map(|()| std::mem::take(&mut self.out));
+                                let result = match r {
+                                    Ok(_) => Ok(std::mem::take(&mut self.out)),
+                                    Err(e) => Err(e),
+                                };
                                 self.push(job.origin, Msg::Rep(Done { result, ..done }));
                             }
                         }
