@@ -725,7 +725,8 @@ fn host_queue(
     let regs = ctrl.registers();
     // SAFETY: the doorbells belong to the controller's register file, which lives as long as
     // the controller, and the device holds the controller for as long as it holds the queue.
-    let qp = unsafe { HostQueuePair::new(qid, rings, regs.sq_tail(qid)?, regs.cq_head(qid)?)? };
+    let qp = unsafe { HostQueuePair::new(qid, rings, regs.sq_tail(qid)?, regs.cq_head(qid)?)? }
+        .with_bell(Arc::clone(regs.bell()));
     Ok(HostIoQueue { qp, staging })
 }
 

@@ -25,10 +25,12 @@
 //! next mark once more after unlocking (with sequentially consistent fences on both sides), so
 //! no mark is ever left behind.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
 
 use crossbeam_utils::Backoff;
 
+use crate::bell::DoorbellBell;
 use crate::memory::{HostRegion, MemoryError};
 use crate::spec::{CompletionEntry, SubmissionEntry};
 
@@ -262,6 +264,8 @@ pub struct HostQueuePair {
     protocol: HostRegion,
     sq_doorbell: *const AtomicU32,
     cq_doorbell: *const AtomicU32,
+    /// Rung after each SQ doorbell write (a software controller may sleep on it).
+    bell: Option<Arc<DoorbellBell>>,
     qid: u16,
     depth_log2: u32,
 }
@@ -292,9 +296,17 @@ impl HostQueuePair {
             protocol,
             sq_doorbell,
             cq_doorbell,
+            bell: None,
             qid,
             depth_log2,
         })
+    }
+
+    /// Rings `bell` after every SQ doorbell write, so that a controller thread asleep on it
+    /// sees the new commands.
+    pub fn with_bell(mut self, bell: Arc<DoorbellBell>) -> Self {
+        self.bell = Some(bell);
+        self
     }
 
     /// Queue id.
@@ -404,7 +416,11 @@ impl HostQueuePair {
                     .store((tail & mask) as u32, Ordering::Release);
             }
             st.sq_tail_lock.store(0, Ordering::Release);
+            // Also orders the doorbell write before the bell's check for sleepers.
             fence(Ordering::SeqCst);
+            if let (Some(bell), true) = (&self.bell, tail != start) {
+                bell.ring_after_fence();
+            }
             if self.sq_mark((tail & mask) as u32).load(Ordering::SeqCst) != 1 {
                 return;
             }
@@ -606,6 +622,11 @@ impl ControllerQueue {
     /// SQ id.
     pub fn sqid(&self) -> u16 {
         self.sq.sqid
+    }
+
+    /// SQEs published by the doorbell and not yet fetched.
+    pub fn pending(&self) -> u32 {
+        self.sq.pending()
     }
 
     /// Fetches up to `max` new SQEs into `out` (see [`SqFetcher::fetch`]).

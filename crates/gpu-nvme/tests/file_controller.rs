@@ -313,3 +313,56 @@ fn a_flush_through_a_host_queue_completes_there_and_moves_no_data() {
         (before.writes, before.reads, 0)
     );
 }
+
+#[test]
+fn an_idle_worker_sleeps_on_the_bell_and_a_doorbell_write_wakes_it_at_once() {
+    use gpu_nvme::controller::threads::IdleBackoff;
+    use std::time::{Duration, Instant};
+
+    let (file, seed) = seeded_file();
+    let mut c = config(file.path(), FileBackend::Psync);
+    c.workers = 1;
+    c.idle = IdleBackoff {
+        spins: 100,
+        yields: 0,
+    };
+    let fc = FileController::new(c).unwrap();
+    let ctrl: Arc<dyn Controller> = fc.clone();
+    let dev = NvmeDevice::open(ctrl, DeviceConfig::default()).unwrap();
+    let bell = fc.registers().bell();
+    let asleep = |since: u64| {
+        let t = Instant::now();
+        while bell.sleeps() == since {
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "the worker never slept"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    };
+    asleep(0);
+    // Idle, it sleeps whole: a few sleeps of its 50 ms limit in 300 ms, not thousands of
+    // short ones.
+    let before = bell.sleeps();
+    std::thread::sleep(Duration::from_millis(300));
+    let slept = bell.sleeps() - before;
+    assert!(slept <= 12, "{slept} sleeps in 300 ms of idleness");
+    // A read while it sleeps is served at once: the doorbell write rang the bell. Without the
+    // ring it would wait out the sleep (half its 50 ms limit on average).
+    let mut waits = Vec::new();
+    let mut block = vec![0u8; 4096];
+    for i in 0..20u64 {
+        let since = bell.sleeps();
+        asleep(since);
+        let t = Instant::now();
+        dev.read_blocks(i, &mut block).unwrap();
+        waits.push(t.elapsed());
+        let at = i as usize * 4096;
+        assert!(block == seed[at..at + 4096], "block {i} differs");
+    }
+    waits.sort();
+    assert!(
+        waits[waits.len() / 2] < Duration::from_millis(10),
+        "reads waited for the sleep to end: {waits:?}"
+    );
+}

@@ -5,6 +5,9 @@
 //! for the batch's copies into GPU memory, and post the completions. The store is reached with
 //! io_uring (one ring a worker, the whole batch in one submission), with pread/pwrite
 //! (optionally O_DIRECT), or through a shared mapping (fastest for RAM-backed files).
+//! A worker that finds no command spins, then yields, then sleeps until the next doorbell
+//! write rings the registers' bell ([`crate::bell`]); when a GPU may write the doorbells it
+//! sleeps in short slices instead.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -52,6 +55,10 @@ impl std::str::FromStr for FileBackend {
     }
 }
 
+/// The longest a worker sleeps on the bell before it looks again (every doorbell write, queue
+/// change and stop rings the bell, so this only bounds what a missed ring could cost).
+const BELL_SLEEP_LIMIT: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// Settings of a [`FileController`].
 #[derive(Debug, Clone)]
 pub struct FileControllerConfig {
@@ -75,7 +82,9 @@ pub struct FileControllerConfig {
     pub max_batch: usize,
     /// GPU whose threads ring the doorbells and whose memory PRPs may name.
     pub gpu: Option<Gpu>,
-    /// How a worker with no command to serve backs off.
+    /// How a worker with no command to serve backs off. Once its spins and yields are spent it
+    /// sleeps until a host queue rings the registers' bell after a doorbell write; with `gpu`
+    /// set (GPU threads write doorbells and cannot ring) it sleeps 20 us at a time instead.
     pub idle: IdleBackoff,
 }
 
@@ -236,10 +245,20 @@ impl FileController {
                     .busy_ns
                     .fetch_add(began.elapsed().as_nanos() as u64, Ordering::Relaxed);
             }
-            idle = if did == 0 {
-                self.config.idle.step(idle)
-            } else {
+            idle = if did > 0 {
                 0
+            } else if self.config.gpu.is_none() && self.config.idle.is_spent(idle) {
+                self.registers.bell().sleep(
+                    || {
+                        !self.threads.stopping()
+                            && !slot.inbox.has_mail()
+                            && queues.iter().all(|q| q.pending() == 0)
+                    },
+                    BELL_SLEEP_LIMIT,
+                );
+                idle
+            } else {
+                self.config.idle.step(idle)
             };
         }
     }
@@ -267,6 +286,8 @@ impl Controller for FileController {
     }
 
     fn stop(&self) {
+        self.threads.request_stop();
+        self.registers.bell().ring();
         self.threads.stop_and_join();
     }
 
@@ -276,6 +297,7 @@ impl Controller for FileController {
         }
         let inbox = &self.worker_of(queue.sqid()).inbox;
         let ticket = inbox.post(Some(queue), None);
+        self.registers.bell().ring();
         inbox.wait(ticket, self.threads.stop_flag());
         Ok(())
     }
@@ -283,6 +305,7 @@ impl Controller for FileController {
     fn detach_queue(&self, sqid: u16) -> Result<(), ControllerError> {
         let inbox = &self.worker_of(sqid).inbox;
         let ticket = inbox.post(None, Some(sqid));
+        self.registers.bell().ring();
         inbox.wait(ticket, self.threads.stop_flag());
         Ok(())
     }
@@ -299,6 +322,7 @@ impl Controller for FileController {
 impl Drop for FileController {
     fn drop(&mut self) {
         self.threads.request_stop();
+        self.registers.bell().ring();
     }
 }
 

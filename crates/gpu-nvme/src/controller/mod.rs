@@ -11,8 +11,10 @@ pub mod file;
 pub mod io;
 pub mod threads;
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
+use crate::bell::DoorbellBell;
 use crate::cuda::Gpu;
 use crate::memory::{DmaMap, HostRegion, MemoryError};
 use crate::queue::ControllerQueue;
@@ -72,6 +74,8 @@ pub enum ControllerError {
 pub struct Registers {
     region: HostRegion,
     max_queues: u16,
+    /// Rung by host queues after their doorbell writes, for controller threads asleep.
+    bell: Arc<DoorbellBell>,
 }
 
 impl Registers {
@@ -86,6 +90,7 @@ impl Registers {
         Ok(Self {
             region: HostRegion::new(words * 4, gpu)?,
             max_queues: max_io_queues,
+            bell: Arc::default(),
         })
     }
 
@@ -123,6 +128,12 @@ impl Registers {
         self.check(qid).ok()?;
         let base = self.region.gpu_ptr()?;
         Some((base + 8 * u64::from(qid), base + 8 * u64::from(qid) + 4))
+    }
+
+    /// The bell host queues ring after writing a doorbell: a controller whose doorbells only
+    /// host threads write may sleep on it while idle.
+    pub fn bell(&self) -> &Arc<DoorbellBell> {
+        &self.bell
     }
 
     /// Zeroes both doorbells of `qid` (queue creation and deletion).

@@ -115,6 +115,11 @@ impl<T> Mailbox<T> {
         n
     }
 
+    /// Whether changes wait to be applied.
+    pub fn has_mail(&self) -> bool {
+        self.dirty.load(Ordering::Acquire)
+    }
+
     /// Applies queued changes to `items` (the owning thread calls this).
     pub fn apply(&self, items: &mut Vec<T>, id: impl Fn(&T) -> u16) {
         // A plain load first: polling threads call this every round, and a swap is a locked
@@ -160,6 +165,11 @@ impl Default for IdleBackoff {
 }
 
 impl IdleBackoff {
+    /// Whether `idle` rounds have used up the spins and yields (the next step sleeps).
+    pub fn is_spent(&self, idle: u32) -> bool {
+        idle >= self.spins.saturating_add(self.yields)
+    }
+
     /// Backs off for idle round `idle + 1`; returns the new count of idle rounds.
     pub fn step(&self, idle: u32) -> u32 {
         let idle = idle.saturating_add(1);
@@ -187,12 +197,17 @@ mod tests {
         };
         let mut idle = 0;
         for _ in 0..5 {
+            assert!(!b.is_spent(idle), "round {idle}");
             let t = Instant::now();
             idle = b.step(idle);
             // Spins and yields never sleep (generous bound for a loaded CI machine).
             assert!(t.elapsed() < Duration::from_millis(20), "round {idle}");
         }
         assert_eq!(idle, 5);
+        assert!(
+            b.is_spent(idle),
+            "after 3 spins and 2 yields the next round sleeps"
+        );
         let t = Instant::now();
         assert_eq!(b.step(idle), 6);
         assert!(
