@@ -1,7 +1,6 @@
 //! gpu-nvme: the storage path every system of the family uses.
 //!
 //! - [`spec`]: NVMe commands, completions, statuses, PRPs and identify data, as on the wire.
-//! - [`bell`]: doorbell wake-ups for software controllers that sleep while idle.
 //! - [`queue`]: queue pairs shared by CPU threads, GPU threads (`cuda/nvme.cuh`) and a
 //!   controller, with BaM's ticket protocol.
 //! - [`cuda`]: the GPU runtime (driver API through `cudarc`, NVRTC, page-locked mapped memory).
@@ -10,7 +9,6 @@
 //! - [`device`]: the host driver and block API (`read_blocks`/`write_blocks`); the GPU's
 //!   `nvme_read`/`nvme_write` live in `cuda/nvme.cuh`.
 
-pub mod bell;
 pub mod bench;
 pub mod conformance;
 pub mod controller;

@@ -28,9 +28,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
 
+use common::bell::Bell;
 use crossbeam_utils::Backoff;
 
-use crate::bell::DoorbellBell;
 use crate::memory::{HostRegion, MemoryError};
 use crate::spec::{CompletionEntry, SubmissionEntry};
 
@@ -265,7 +265,7 @@ pub struct HostQueuePair {
     sq_doorbell: *const AtomicU32,
     cq_doorbell: *const AtomicU32,
     /// Rung after each SQ doorbell write (a software controller may sleep on it).
-    bell: Option<Arc<DoorbellBell>>,
+    bell: Option<Arc<Bell>>,
     qid: u16,
     depth_log2: u32,
 }
@@ -304,7 +304,7 @@ impl HostQueuePair {
 
     /// Rings `bell` after every SQ doorbell write, so that a controller thread asleep on it
     /// sees the new commands.
-    pub fn with_bell(mut self, bell: Arc<DoorbellBell>) -> Self {
+    pub fn with_bell(mut self, bell: Arc<Bell>) -> Self {
         self.bell = Some(bell);
         self
     }

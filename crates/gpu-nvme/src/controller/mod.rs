@@ -14,7 +14,8 @@ pub mod threads;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use crate::bell::DoorbellBell;
+use common::bell::Bell;
+
 use crate::cuda::Gpu;
 use crate::memory::{DmaMap, HostRegion, MemoryError};
 use crate::queue::ControllerQueue;
@@ -75,7 +76,7 @@ pub struct Registers {
     region: HostRegion,
     max_queues: u16,
     /// Rung by host queues after their doorbell writes, for controller threads asleep.
-    bell: Arc<DoorbellBell>,
+    bell: Arc<Bell>,
 }
 
 impl Registers {
@@ -132,7 +133,7 @@ impl Registers {
 
     /// The bell host queues ring after writing a doorbell: a controller whose doorbells only
     /// host threads write may sleep on it while idle.
-    pub fn bell(&self) -> &Arc<DoorbellBell> {
+    pub fn bell(&self) -> &Arc<Bell> {
         &self.bell
     }
 
