@@ -726,7 +726,7 @@ fn host_queue(
     // SAFETY: the doorbells belong to the controller's register file, which lives as long as
     // the controller, and the device holds the controller for as long as it holds the queue.
     let qp = unsafe { HostQueuePair::new(qid, rings, regs.sq_tail(qid)?, regs.cq_head(qid)?)? }
-        .with_bell(Arc::clone(regs.bell()));
+        .with_bell(Arc::clone(regs.bell(qid)));
     Ok(HostIoQueue { qp, staging })
 }
 

@@ -329,7 +329,7 @@ fn an_idle_worker_sleeps_on_the_bell_and_a_doorbell_write_wakes_it_at_once() {
     let fc = FileController::new(c).unwrap();
     let ctrl: Arc<dyn Controller> = fc.clone();
     let dev = NvmeDevice::open(ctrl, DeviceConfig::default()).unwrap();
-    let bell = fc.registers().bell();
+    let bell = fc.registers().io_bell();
     let asleep = |since: u64| {
         let t = Instant::now();
         while bell.sleeps() == since {
@@ -364,5 +364,36 @@ fn an_idle_worker_sleeps_on_the_bell_and_a_doorbell_write_wakes_it_at_once() {
     assert!(
         waits[waits.len() / 2] < Duration::from_millis(10),
         "reads waited for the sleep to end: {waits:?}"
+    );
+}
+
+#[test]
+fn the_admin_thread_sleeps_on_its_bell_and_each_admin_command_wakes_it() {
+    use std::time::{Duration, Instant};
+
+    let (file, _) = seeded_file();
+    let mut c = config(file.path(), FileBackend::Psync);
+    c.max_io_queues = 17;
+    let fc = FileController::new(c).unwrap();
+    let admin_bell = fc.registers().bell(0).clone();
+    // Opening creates 16 I/O queue pairs (a CQ and an SQ each, after identify and the queue
+    // count); dropping deletes them: about 70 admin commands, each sent after the last one
+    // completed, so the admin thread is idle, and asleep, between them. Unwoken, each would
+    // wait out part of its 50 ms sleep: seconds in all.
+    let t = Instant::now();
+    let dev = NvmeDevice::open(
+        fc.clone(),
+        DeviceConfig {
+            io_queues: 16,
+            ..DeviceConfig::default()
+        },
+    )
+    .unwrap();
+    drop(dev);
+    let took = t.elapsed();
+    assert!(admin_bell.sleeps() > 0, "the admin thread never slept");
+    assert!(
+        took < Duration::from_millis(500),
+        "open and close took {took:?}"
     );
 }

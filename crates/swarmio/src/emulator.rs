@@ -789,6 +789,9 @@ impl Controller for SwarmIo {
     }
 
     fn stop(&self) {
+        self.threads.request_stop();
+        // The admin thread may sleep on its bell.
+        self.registers.ring_all();
         self.threads.stop_and_join();
     }
 
@@ -831,6 +834,7 @@ impl Controller for SwarmIo {
 impl Drop for SwarmIo {
     fn drop(&mut self) {
         self.threads.request_stop();
+        self.registers.ring_all();
     }
 }
 

@@ -42,7 +42,12 @@ struct PendingCq {
     bound: bool,
 }
 
-/// Runs the admin queue of `ctrl` until `stop` is set. Called on the controller's admin thread.
+/// The longest the admin thread sleeps on its bell before it looks again (every admin doorbell
+/// write and every stop rings it, so this only bounds what a missed ring could cost).
+const ADMIN_SLEEP_LIMIT: Duration = Duration::from_millis(50);
+
+/// Runs the admin queue of `ctrl` until `stop` is set. Called on the controller's admin thread
+/// (the controller rings [`Registers::ring_all`](super::Registers::ring_all) when it stops).
 pub fn run_admin_queue(
     ctrl: &dyn Controller,
     config: AdminConfig,
@@ -74,15 +79,18 @@ pub fn run_admin_queue(
         cqs: HashMap::new(),
     };
     let mut batch = Vec::new();
-    let mut idle_rounds = 0u32;
     while !stop.load(Ordering::Acquire) {
         batch.clear();
         if admin.fetch(&mut batch, 64) == 0 {
-            idle_rounds = idle_rounds.saturating_add(1);
-            std::thread::sleep(admin_idle_sleep(idle_rounds));
+            // The host admin queue rings this bell after each doorbell write (and a stopping
+            // controller rings it too), so the thread costs nothing while admin commands are
+            // rare, and answers the next one without waiting out a sleep.
+            regs.bell(0).sleep(
+                || !stop.load(Ordering::Acquire) && admin.pending() == 0,
+                ADMIN_SLEEP_LIMIT,
+            );
             continue;
         }
-        idle_rounds = 0;
         for sqe in &batch {
             let (status, dw0) = state.execute(ctrl, sqe);
             while !admin.post(sqe.cid(), status, dw0) {
@@ -94,19 +102,6 @@ pub fn run_admin_queue(
         }
     }
     Ok(())
-}
-
-/// How long the admin thread sleeps after `idle_rounds` empty polls: 50 us while commands came
-/// within the last ~10 ms (set-up sends them in bursts: identify, then queue after queue),
-/// 1 ms after that. Admin commands are rare once queues exist, and a 50 us sleep forever
-/// costs every controller 20,000 wake-ups a second (four PeakFS servers on 16 cores: 0.9 s
-/// of CPU per benchmark run, taken from the cores the request path runs on).
-fn admin_idle_sleep(idle_rounds: u32) -> Duration {
-    if idle_rounds > 200 {
-        Duration::from_millis(1)
-    } else {
-        Duration::from_micros(50)
-    }
 }
 
 fn host_ring(view: &DmaView<'_>, iova: u64, len: usize) -> Result<*const u8, ControllerError> {
@@ -289,18 +284,5 @@ fn identify(ctrl: &dyn Controller, sqe: &SubmissionEntry) -> Status {
     {
         Ok(()) => Status::SUCCESS,
         Err(status) => status,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_admin_thread_polls_often_after_a_command_and_rarely_when_long_idle() {
-        assert_eq!(admin_idle_sleep(1), Duration::from_micros(50));
-        assert_eq!(admin_idle_sleep(200), Duration::from_micros(50));
-        assert_eq!(admin_idle_sleep(201), Duration::from_millis(1));
-        assert_eq!(admin_idle_sleep(u32::MAX), Duration::from_millis(1));
     }
 }

@@ -251,7 +251,7 @@ impl FileController {
             idle = if did > 0 {
                 0
             } else if self.config.gpu.is_none() && self.config.idle.is_spent(idle) {
-                self.registers.bell().sleep(
+                self.registers.io_bell().sleep(
                     || {
                         !self.threads.stopping()
                             && !slot.inbox.has_mail()
@@ -290,7 +290,7 @@ impl Controller for FileController {
 
     fn stop(&self) {
         self.threads.request_stop();
-        self.registers.bell().ring();
+        self.registers.ring_all();
         self.threads.stop_and_join();
     }
 
@@ -300,7 +300,7 @@ impl Controller for FileController {
         }
         let inbox = &self.worker_of(queue.sqid()).inbox;
         let ticket = inbox.post(Some(queue), None);
-        self.registers.bell().ring();
+        self.registers.io_bell().ring();
         inbox.wait(ticket, self.threads.stop_flag());
         Ok(())
     }
@@ -308,7 +308,7 @@ impl Controller for FileController {
     fn detach_queue(&self, sqid: u16) -> Result<(), ControllerError> {
         let inbox = &self.worker_of(sqid).inbox;
         let ticket = inbox.post(None, Some(sqid));
-        self.registers.bell().ring();
+        self.registers.io_bell().ring();
         inbox.wait(ticket, self.threads.stop_flag());
         Ok(())
     }
@@ -325,7 +325,7 @@ impl Controller for FileController {
 impl Drop for FileController {
     fn drop(&mut self) {
         self.threads.request_stop();
-        self.registers.bell().ring();
+        self.registers.ring_all();
     }
 }
 

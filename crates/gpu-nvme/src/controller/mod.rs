@@ -75,8 +75,10 @@ pub enum ControllerError {
 pub struct Registers {
     region: HostRegion,
     max_queues: u16,
-    /// Rung by host queues after their doorbell writes, for controller threads asleep.
-    bell: Arc<Bell>,
+    /// Rung by host I/O queues after their doorbell writes, for controller workers asleep.
+    io_bell: Arc<Bell>,
+    /// Rung by the host admin queue after its doorbell writes, for the admin thread asleep.
+    admin_bell: Arc<Bell>,
 }
 
 impl Registers {
@@ -91,7 +93,8 @@ impl Registers {
         Ok(Self {
             region: HostRegion::new(words * 4, gpu)?,
             max_queues: max_io_queues,
-            bell: Arc::default(),
+            io_bell: Arc::default(),
+            admin_bell: Arc::default(),
         })
     }
 
@@ -131,10 +134,27 @@ impl Registers {
         Some((base + 8 * u64::from(qid), base + 8 * u64::from(qid) + 4))
     }
 
-    /// The bell host queues ring after writing a doorbell: a controller whose doorbells only
-    /// host threads write may sleep on it while idle.
-    pub fn bell(&self) -> &Arc<Bell> {
-        &self.bell
+    /// The bell host queue `qid` rings after writing its SQ doorbell: a controller thread whose
+    /// doorbells only host threads write may sleep on it while idle. The admin queue has a
+    /// bell of its own, so that an admin thread asleep costs the I/O queues' submissions
+    /// nothing.
+    pub fn bell(&self, qid: u16) -> &Arc<Bell> {
+        if qid == 0 {
+            &self.admin_bell
+        } else {
+            &self.io_bell
+        }
+    }
+
+    /// The bell every host I/O queue rings ([`Self::bell`] of any queue but the admin queue).
+    pub fn io_bell(&self) -> &Arc<Bell> {
+        &self.io_bell
+    }
+
+    /// Wakes every controller thread asleep on a bell (to stop, or to take a queue change).
+    pub fn ring_all(&self) {
+        self.io_bell.ring();
+        self.admin_bell.ring();
     }
 
     /// Zeroes both doorbells of `qid` (queue creation and deletion).
