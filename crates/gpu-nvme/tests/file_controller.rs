@@ -329,7 +329,7 @@ fn an_idle_worker_sleeps_on_the_bell_and_a_doorbell_write_wakes_it_at_once() {
     let fc = FileController::new(c).unwrap();
     let ctrl: Arc<dyn Controller> = fc.clone();
     let dev = NvmeDevice::open(ctrl, DeviceConfig::default()).unwrap();
-    let bell = fc.registers().io_bell();
+    let bell = fc.registers().io_bell(0);
     let asleep = |since: u64| {
         let t = Instant::now();
         while bell.sleeps() == since {
@@ -395,5 +395,53 @@ fn the_admin_thread_sleeps_on_its_bell_and_each_admin_command_wakes_it() {
     assert!(
         took < Duration::from_millis(500),
         "open and close took {took:?}"
+    );
+}
+
+#[test]
+fn a_worker_asleep_is_not_woken_by_submissions_to_another_workers_queues() {
+    use gpu_nvme::controller::threads::IdleBackoff;
+    use std::time::{Duration, Instant};
+
+    let (file, _) = seeded_file();
+    let mut c = config(file.path(), FileBackend::Psync);
+    c.workers = 2;
+    c.idle = IdleBackoff {
+        spins: 100,
+        yields: 0,
+    };
+    let fc = FileController::new(c).unwrap();
+    // One I/O queue, SQ 1: worker 1 serves it, worker 0 has nothing to do.
+    let dev = NvmeDevice::open(
+        fc.clone(),
+        DeviceConfig {
+            io_queues: 1,
+            ..DeviceConfig::default()
+        },
+    )
+    .unwrap();
+    let idle_worker = fc.registers().io_bell(0).clone();
+    let t = Instant::now();
+    while idle_worker.sleeps() == 0 {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "worker 0 never slept"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let before = idle_worker.sleeps();
+    let mut block = vec![0u8; 4096];
+    let t = Instant::now();
+    for i in 0..2_000u64 {
+        dev.read_blocks(i % 256, &mut block).unwrap();
+    }
+    let took = t.elapsed();
+    // Asleep through them all, it sleeps again only at its 50 ms limit; woken by each
+    // submission, it would go back to sleep once per read.
+    let slept = idle_worker.sleeps() - before;
+    let limit = 4 + 2 * took.as_millis() / 50;
+    assert!(
+        u128::from(slept) <= limit,
+        "worker 0 slept {slept} times during 2,000 reads of its neighbour ({took:?})"
     );
 }

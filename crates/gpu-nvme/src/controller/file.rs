@@ -162,7 +162,9 @@ impl FileController {
         let geometry = LbaFormat::from_block_size(config.lba_size)
             .and_then(|f| NamespaceGeometry::new(f, blocks))
             .map_err(|e| ns_err(e.to_string()))?;
-        let registers = Registers::new(config.max_io_queues, config.gpu.as_ref())?;
+        // Worker `y mod workers` serves SQ `y` (`worker_of`); each sleeps on its own bell.
+        let registers = Registers::new(config.max_io_queues, config.gpu.as_ref())?
+            .with_io_bells(config.workers);
         let workers = (0..config.workers).map(|_| WorkerSlot::default()).collect();
         Ok(Arc::new(Self {
             store: Arc::new(store),
@@ -251,7 +253,7 @@ impl FileController {
             idle = if did > 0 {
                 0
             } else if self.config.gpu.is_none() && self.config.idle.is_spent(idle) {
-                self.registers.io_bell().sleep(
+                self.registers.io_bell(index).sleep(
                     || {
                         !self.threads.stopping()
                             && !slot.inbox.has_mail()
@@ -298,9 +300,10 @@ impl Controller for FileController {
         if !self.threads.is_running() {
             return Err(ControllerError::State("not running"));
         }
-        let inbox = &self.worker_of(queue.sqid()).inbox;
+        let sqid = queue.sqid();
+        let inbox = &self.worker_of(sqid).inbox;
         let ticket = inbox.post(Some(queue), None);
-        self.registers.io_bell().ring();
+        self.registers.bell(sqid).ring();
         inbox.wait(ticket, self.threads.stop_flag());
         Ok(())
     }
@@ -308,7 +311,7 @@ impl Controller for FileController {
     fn detach_queue(&self, sqid: u16) -> Result<(), ControllerError> {
         let inbox = &self.worker_of(sqid).inbox;
         let ticket = inbox.post(None, Some(sqid));
-        self.registers.io_bell().ring();
+        self.registers.bell(sqid).ring();
         inbox.wait(ticket, self.threads.stop_flag());
         Ok(())
     }

@@ -75,8 +75,9 @@ pub enum ControllerError {
 pub struct Registers {
     region: HostRegion,
     max_queues: u16,
-    /// Rung by host I/O queues after their doorbell writes, for controller workers asleep.
-    io_bell: Arc<Bell>,
+    /// Rung by host I/O queues after their doorbell writes, for controller workers asleep:
+    /// queue `y` rings bell `y mod len`.
+    io_bells: Vec<Arc<Bell>>,
     /// Rung by the host admin queue after its doorbell writes, for the admin thread asleep.
     admin_bell: Arc<Bell>,
 }
@@ -93,9 +94,18 @@ impl Registers {
         Ok(Self {
             region: HostRegion::new(words * 4, gpu)?,
             max_queues: max_io_queues,
-            io_bell: Arc::default(),
+            io_bells: vec![Arc::default()],
             admin_bell: Arc::default(),
         })
+    }
+
+    /// Gives the I/O queues `n` bells (at least one), queue `y` ringing bell `y mod n`: a
+    /// controller that serves SQ `y` on worker `y mod n` lets each worker sleep on its own
+    /// bell, so that a worker asleep costs the submissions to other workers' queues nothing.
+    /// Call before any queue exists.
+    pub fn with_io_bells(mut self, n: usize) -> Self {
+        self.io_bells = (0..n.max(1)).map(|_| Arc::default()).collect();
+        self
     }
 
     /// Number of I/O queues the controller supports.
@@ -142,18 +152,21 @@ impl Registers {
         if qid == 0 {
             &self.admin_bell
         } else {
-            &self.io_bell
+            self.io_bell(usize::from(qid))
         }
     }
 
-    /// The bell every host I/O queue rings ([`Self::bell`] of any queue but the admin queue).
-    pub fn io_bell(&self) -> &Arc<Bell> {
-        &self.io_bell
+    /// I/O bell `index mod n` of the `n` ([`Self::with_io_bells`]): the one worker `index`
+    /// of a controller that serves SQ `y` on worker `y mod n` sleeps on.
+    pub fn io_bell(&self, index: usize) -> &Arc<Bell> {
+        &self.io_bells[index % self.io_bells.len()]
     }
 
     /// Wakes every controller thread asleep on a bell (to stop, or to take a queue change).
     pub fn ring_all(&self) {
-        self.io_bell.ring();
+        for bell in &self.io_bells {
+            bell.ring();
+        }
         self.admin_bell.ring();
     }
 
