@@ -5,12 +5,12 @@
 //! for the batch's copies into GPU memory, and post the completions. The store is reached with
 //! io_uring (one ring a worker, the whole batch in one submission), with pread/pwrite
 //! (optionally O_DIRECT), or through a shared mapping (fastest for RAM-backed files).
-//! A worker that finds no command spins, then yields, then sleeps until the next doorbell
-//! write rings the registers' bell ([`common::bell`]); GPU threads cannot ring it, so when a
-//! GPU may write the doorbells the worker sleeps 20 us at a time instead. (Those slices cost an
-//! idle controller its share of timer wake-ups: an idle `peakfs-server` used 18 % of a core on
-//! the 2-core box and 7.6 % on a 16-core host, 2.2 % and 1.4 % with the bell,
-//! `bench/results/2026-11-26-peakfs-doorbell-bell`.)
+//! A worker that finds no command spins, then yields, then sleeps on its bell in the registers
+//! ([`common::bell`]), which the host queues it serves ring after each doorbell write. GPU
+//! threads cannot ring it, so when a GPU may write the doorbells the worker sleeps 20 us at a
+//! time instead. (Those slices cost an idle controller its share of timer wake-ups: an idle
+//! `peakfs-server` used 18 % of a core on the 2-core box and 9.6 % on a 16-core host, 1.2 %
+//! on both with the bells, `bench/results/2026-11-26-peakfs-doorbell-bell`.)
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -86,7 +86,7 @@ pub struct FileControllerConfig {
     /// GPU whose threads ring the doorbells and whose memory PRPs may name.
     pub gpu: Option<Gpu>,
     /// How a worker with no command to serve backs off. Once its spins and yields are spent it
-    /// sleeps until a host queue rings the registers' bell after a doorbell write; with `gpu`
+    /// sleeps until a host queue it serves rings its bell after a doorbell write; with `gpu`
     /// set (GPU threads write doorbells and cannot ring) it sleeps 20 us at a time instead.
     pub idle: IdleBackoff,
 }
