@@ -27,6 +27,29 @@ fn seeded_file() -> (tempfile::NamedTempFile, Vec<u8>) {
     (file, seed)
 }
 
+/// A controller of `workers` workers on `file` that sleep on their bells after 100 idle rounds.
+fn quick_sleeper(file: &std::path::Path, workers: usize) -> Arc<FileController> {
+    let mut c = config(file, FileBackend::Psync);
+    c.workers = workers;
+    c.idle = gpu_nvme::controller::threads::IdleBackoff {
+        spins: 100,
+        yields: 0,
+    };
+    FileController::new(c).unwrap()
+}
+
+/// Waits until `bell` has had more than `since` sleeps.
+fn wait_for_a_sleep(bell: &common::bell::Bell, since: u64) {
+    let t = std::time::Instant::now();
+    while bell.sleeps() == since {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(10),
+            "nothing slept on the bell"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
 #[test]
 fn writes_land_in_the_file_and_file_contents_are_read() {
     for backend in [FileBackend::Uring, FileBackend::Psync, FileBackend::Mmap] {
@@ -316,31 +339,13 @@ fn a_flush_through_a_host_queue_completes_there_and_moves_no_data() {
 
 #[test]
 fn an_idle_worker_sleeps_on_the_bell_and_a_doorbell_write_wakes_it_at_once() {
-    use gpu_nvme::controller::threads::IdleBackoff;
     use std::time::{Duration, Instant};
 
     let (file, seed) = seeded_file();
-    let mut c = config(file.path(), FileBackend::Psync);
-    c.workers = 1;
-    c.idle = IdleBackoff {
-        spins: 100,
-        yields: 0,
-    };
-    let fc = FileController::new(c).unwrap();
-    let ctrl: Arc<dyn Controller> = fc.clone();
-    let dev = NvmeDevice::open(ctrl, DeviceConfig::default()).unwrap();
+    let fc = quick_sleeper(file.path(), 1);
+    let dev = NvmeDevice::open(fc.clone(), DeviceConfig::default()).unwrap();
     let bell = fc.registers().io_bell(0);
-    let asleep = |since: u64| {
-        let t = Instant::now();
-        while bell.sleeps() == since {
-            assert!(
-                t.elapsed() < Duration::from_secs(10),
-                "the worker never slept"
-            );
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    };
-    asleep(0);
+    wait_for_a_sleep(bell, 0);
     // Idle, it sleeps whole: a few sleeps of its 50 ms limit in 300 ms, not thousands of
     // short ones.
     let before = bell.sleeps();
@@ -352,8 +357,7 @@ fn an_idle_worker_sleeps_on_the_bell_and_a_doorbell_write_wakes_it_at_once() {
     let mut waits = Vec::new();
     let mut block = vec![0u8; 4096];
     for i in 0..20u64 {
-        let since = bell.sleeps();
-        asleep(since);
+        wait_for_a_sleep(bell, bell.sleeps());
         let t = Instant::now();
         dev.read_blocks(i, &mut block).unwrap();
         waits.push(t.elapsed());
@@ -400,17 +404,10 @@ fn the_admin_thread_sleeps_on_its_bell_and_each_admin_command_wakes_it() {
 
 #[test]
 fn a_worker_asleep_is_not_woken_by_submissions_to_another_workers_queues() {
-    use gpu_nvme::controller::threads::IdleBackoff;
-    use std::time::{Duration, Instant};
+    use std::time::Instant;
 
     let (file, _) = seeded_file();
-    let mut c = config(file.path(), FileBackend::Psync);
-    c.workers = 2;
-    c.idle = IdleBackoff {
-        spins: 100,
-        yields: 0,
-    };
-    let fc = FileController::new(c).unwrap();
+    let fc = quick_sleeper(file.path(), 2);
     // One I/O queue, SQ 1: worker 1 serves it, worker 0 has nothing to do.
     let dev = NvmeDevice::open(
         fc.clone(),
@@ -420,15 +417,8 @@ fn a_worker_asleep_is_not_woken_by_submissions_to_another_workers_queues() {
         },
     )
     .unwrap();
-    let idle_worker = fc.registers().io_bell(0).clone();
-    let t = Instant::now();
-    while idle_worker.sleeps() == 0 {
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "worker 0 never slept"
-        );
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    let idle_worker = fc.registers().io_bell(0);
+    wait_for_a_sleep(idle_worker, 0);
     let before = idle_worker.sleeps();
     let mut block = vec![0u8; 4096];
     let t = Instant::now();

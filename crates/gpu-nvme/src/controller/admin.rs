@@ -6,7 +6,6 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use crate::memory::{DmaView, RegionKind};
 use crate::queue::{CQE_BYTES, ControllerQueue, RingAddrs, SQE_BYTES, validate_depth};
@@ -41,10 +40,6 @@ struct PendingCq {
     depth: u32,
     bound: bool,
 }
-
-/// The longest the admin thread sleeps on its bell before it looks again (every admin doorbell
-/// write and every stop rings it, so this only bounds what a missed ring could cost).
-const ADMIN_SLEEP_LIMIT: Duration = Duration::from_millis(50);
 
 /// Runs the admin queue of `ctrl` until `stop` is set. Called on the controller's admin thread
 /// (the controller rings [`Registers::ring_all`](super::Registers::ring_all) when it stops).
@@ -87,7 +82,7 @@ pub fn run_admin_queue(
             // rare, and answers the next one without waiting out a sleep.
             regs.bell(0).sleep(
                 || !stop.load(Ordering::Acquire) && admin.pending() == 0,
-                ADMIN_SLEEP_LIMIT,
+                super::BELL_SLEEP_LIMIT,
             );
             continue;
         }

@@ -30,7 +30,9 @@ use super::admin::{AdminConfig, run_admin_queue};
 use super::data::{DataPath, GpuCopier};
 use super::io::{Prepared, dsm_ranges, prepare};
 use super::threads::{IdleBackoff, Mailbox, ThreadSet};
-use super::{Controller, ControllerError, ControllerStats, Registers, StatsCounters};
+use super::{
+    BELL_SLEEP_LIMIT, Controller, ControllerError, ControllerStats, Registers, StatsCounters,
+};
 
 /// How workers reach the backing file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -57,10 +59,6 @@ impl std::str::FromStr for FileBackend {
         }
     }
 }
-
-/// The longest a worker sleeps on the bell before it looks again (every doorbell write, queue
-/// change and stop rings the bell, so this only bounds what a missed ring could cost).
-const BELL_SLEEP_LIMIT: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Settings of a [`FileController`].
 #[derive(Debug, Clone)]

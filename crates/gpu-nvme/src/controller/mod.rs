@@ -68,6 +68,10 @@ pub enum ControllerError {
     Io(#[from] std::io::Error),
 }
 
+/// The longest a controller thread sleeps on a bell before it looks again (every doorbell
+/// write, queue change and stop rings the bell, so this only bounds what a missed ring costs).
+pub(crate) const BELL_SLEEP_LIMIT: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// The doorbell registers: `u32` words, SQ `y` tail at index `2y`, CQ `y` head at `2y + 1`
 /// (NVMe's layout with a doorbell stride of 4 bytes). Page-locked and mapped into the GPU when
 /// GPU threads ring them.
@@ -162,7 +166,7 @@ impl Registers {
         &self.io_bells[index % self.io_bells.len()]
     }
 
-    /// Wakes every controller thread asleep on a bell (to stop, or to take a queue change).
+    /// Wakes every controller thread asleep on a bell (a stopping controller rings it).
     pub fn ring_all(&self) {
         for bell in &self.io_bells {
             bell.ring();

@@ -172,15 +172,14 @@ impl IdleBackoff {
 
     /// Backs off for idle round `idle + 1`; returns the new count of idle rounds.
     pub fn step(&self, idle: u32) -> u32 {
-        let idle = idle.saturating_add(1);
-        if idle > self.spins.saturating_add(self.yields) {
+        if self.is_spent(idle) {
             std::thread::sleep(std::time::Duration::from_micros(20));
-        } else if idle > self.spins {
+        } else if idle >= self.spins {
             std::thread::yield_now();
         } else {
             std::hint::spin_loop();
         }
-        idle
+        idle.saturating_add(1)
     }
 }
 
