@@ -210,6 +210,78 @@ fn bench_with_a_local_cluster_needs_nothing_running_and_leaves_nothing_behind() 
 }
 
 #[test]
+fn local_logs_keep_the_servers_last_lines_with_the_hop_times_of_forwarded_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_peakfs"))
+        // The stopping workers' counts are info lines.
+        .env("RUST_LOG", "info")
+        .args(["bench", "--local-cluster", "1", "--local-workers", "2"])
+        .args(["--local-data-mib", "64", "--local-dir"])
+        .arg(dir.path())
+        .arg("--local-logs")
+        .arg(&logs)
+        // A bigdir's entries hash over both workers: about half of the creates are forwarded.
+        .args(["--procs", "1", "--files", "200", "--echo-ops", "20"])
+        .args(["--only", "create-empty-bigdir", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let server_log = std::fs::read_to_string(logs.join("s0.log")).unwrap();
+    assert!(logs.join("master.log").is_file());
+    let stopped: Vec<&str> = server_log
+        .lines()
+        .filter(|l| l.contains("worker stopped"))
+        .collect();
+    assert_eq!(stopped.len(), 2, "one line per worker:\n{server_log}");
+    // `key="mean/p50/p99"` in microseconds, or `-` without samples.
+    let timed = |line: &str, key: &str| -> Option<Vec<f64>> {
+        let value = line
+            .split(&format!(" {key}=\""))
+            .nth(1)?
+            .split('"')
+            .next()?;
+        value.split('/').map(|v| v.parse().ok()).collect()
+    };
+    let forwarded = |line: &str| -> u64 {
+        let n = line
+            .split(" forwarded=")
+            .nth(1)
+            .and_then(|v| v.split(' ').next());
+        n.and_then(|n| n.parse().ok()).unwrap()
+    };
+    assert!(
+        stopped.iter().map(|l| forwarded(l)).sum::<u64>() > 50,
+        "{stopped:?}"
+    );
+    for (i, line) in stopped.iter().enumerate() {
+        // A worker that forwarded timed each whole hop; the other one (with two workers, the
+        // owner of every forward) timed their wait in its ring and its work.
+        let other = stopped[1 - i];
+        let keys: &[(&str, &str)] = if forwarded(line) > 0 {
+            &[
+                (line, "hop_us"),
+                (other, "hop_queued_us"),
+                (other, "hop_served_us"),
+            ]
+        } else {
+            &[]
+        };
+        for (line, key) in keys {
+            let t = timed(line, key).unwrap_or_else(|| panic!("{key} in {line}"));
+            assert!(t.len() == 3 && t.iter().all(|t| *t > 0.0), "{key}: {t:?}");
+        }
+        if forwarded(line) == 0 {
+            assert!(line.contains(r#" hop_us="-""#), "{line}");
+        }
+    }
+}
+
+#[test]
 fn bench_with_a_pinned_local_cluster_runs_and_is_refused_where_no_core_is_left_for_clients() {
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     if cores < 2 {

@@ -108,6 +108,11 @@ enum Cmd {
         /// `--local-server-arg=--controller-workers=2`.
         #[arg(long, requires = "local_cluster", allow_hyphen_values = true)]
         local_server_arg: Vec<String>,
+        /// Copy the --local-cluster processes' logs (master.log, s0.log, ...) into this folder
+        /// once they have stopped (the servers' last lines count each worker's requests,
+        /// forwards and hop times); otherwise they go with the cluster's temporary folder.
+        #[arg(long, requires = "local_cluster")]
+        local_logs: Option<PathBuf>,
     },
     /// One worker process of `bench` (internal).
     #[command(hide = true)]
@@ -260,6 +265,20 @@ fn start_local_cluster(
     Ok((cluster, dir, client_cpus))
 }
 
+/// Copies the `*.log` files of a stopped local cluster's folder `from` into folder `to`.
+fn keep_logs(from: &std::path::Path, to: &std::path::Path) -> Result<()> {
+    std::fs::create_dir_all(to).with_context(|| format!("creating {}", to.display()))?;
+    for entry in std::fs::read_dir(from).with_context(|| format!("reading {}", from.display()))? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "log") {
+            let name = path.file_name().context("a log file's name")?;
+            std::fs::copy(&path, to.join(name))
+                .with_context(|| format!("copying {} into {}", path.display(), to.display()))?;
+        }
+    }
+    Ok(())
+}
+
 fn main() -> Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
@@ -288,6 +307,7 @@ fn main() -> Result<()> {
             local_pin,
             local_backend,
             local_server_arg,
+            local_logs,
         } => {
             if *procs == 0 {
                 bail!("--procs must be at least 1");
@@ -331,8 +351,14 @@ fn main() -> Result<()> {
                 spread_dirs: spread_dirs(&a),
                 reply_poll_us: reply_poll_us(&a)?,
             };
-            let records = peakfs::bench::drive(&cfg, &exe, only)?;
-            drop(local);
+            let records = peakfs::bench::drive(&cfg, &exe, only);
+            if let Some((cluster, dir, _)) = local {
+                drop(cluster);
+                if let Some(to) = local_logs {
+                    keep_logs(dir.path(), to)?;
+                }
+            }
+            let records = records?;
             if common::bench::print_records(&records, *json) {
                 println!(
                     "{:<34} {:>12} {:>12} {:>12} {:>8} {:>8} {:>8}",

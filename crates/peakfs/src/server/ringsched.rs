@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
+use common::bench::LatencyRecorder;
 use common::ring::{
     Consumer, MpmcConsumer, MpmcProducer, MpscConsumer, MpscProducer, Producer, SpscConsumer,
     SpscProducer,
@@ -71,6 +72,15 @@ pub enum SchedError {
     Panicked(String),
 }
 
+/// Forwarded requests' replies of at most this many bytes are copied out of the owner's reply
+/// buffer (into the request's own buffer); larger ones take the buffer with them.
+const SMALL_REPLY: usize = 4096;
+/// Buffers a worker keeps for the requests it forwards: the buffer of a forwarded request
+/// carries its reply back and serves the next forward, so that a hop allocates nothing.
+const SPARE_BUFFERS: usize = 64;
+/// Larger buffers (a forwarded WRITE's data) are freed rather than kept.
+const SPARE_BUFFER_BYTES: usize = 64 << 10;
+
 /// Settings of RingSched.
 #[derive(Debug, Clone)]
 pub struct SchedConfig {
@@ -106,6 +116,8 @@ struct Job {
     id: u64,
     op: Opcode,
     payload: Vec<u8>,
+    /// When the communicating thread pushed it (for [`HopTimes`]).
+    forwarded: Instant,
 }
 
 /// A finished request on its way back to the communicating thread.
@@ -115,6 +127,31 @@ struct Done {
     id: u64,
     op: Opcode,
     result: Result<Vec<u8>, Failure>,
+    /// When its request was forwarded; `None` for a request run where it arrived.
+    forwarded: Option<Instant>,
+}
+
+/// Where the time of forwarded requests goes (§III-B's hop), for the line a stopping worker
+/// logs: the wait in the owner's ring (`queued`) and the owner's work up to its reply's push
+/// (`served`), measured by the owner, and the whole hop from the push to the reply's arrival
+/// back at the
+/// communicating thread (`hop`), measured there. The means subtract: the reply's wait on its
+/// way back is `hop - queued - served`.
+#[derive(Debug, Default)]
+struct HopTimes {
+    queued: LatencyRecorder,
+    served: LatencyRecorder,
+    hop: LatencyRecorder,
+}
+
+impl HopTimes {
+    /// `mean/p50/p99` in microseconds, or `-` without samples.
+    fn line(recorder: &LatencyRecorder) -> String {
+        recorder.summary().map_or_else(
+            || "-".to_string(),
+            |l| format!("{:.2}/{:.2}/{:.2}", l.mean, l.p50, l.p99),
+        )
+    }
 }
 
 /// What travels between two workers.
@@ -284,7 +321,9 @@ impl RingSched {
                 shared: shared.clone(),
                 stop: stop.clone(),
                 out: Vec::new(),
+                spare: Vec::new(),
                 zeros: Vec::new(),
+                hops: HopTimes::default(),
             };
             workers.push(
                 std::thread::Builder::new()
@@ -527,8 +566,11 @@ struct Worker {
     stop: Arc<Stop>,
     /// Reused reply buffer.
     out: Vec<u8>,
+    /// Buffers for forwarded requests (see [`SPARE_BUFFERS`]).
+    spare: Vec<Vec<u8>>,
     /// Zero bytes the XFER replies are cut from (grown to the longest asked for).
     zeros: Vec<u8>,
+    hops: HopTimes,
 }
 
 impl std::fmt::Debug for Worker {
@@ -658,6 +700,9 @@ impl Worker {
                         forwarded = me.forwarded.load(Ordering::Relaxed),
                         sleeps = me.sleeps.load(Ordering::Relaxed),
                         woken = me.woken.load(Ordering::Relaxed),
+                        hop_queued_us = HopTimes::line(&self.hops.queued),
+                        hop_served_us = HopTimes::line(&self.hops.served),
+                        hop_us = HopTimes::line(&self.hops.hop),
                         "worker stopped"
                     );
                     return Ok(());
@@ -754,6 +799,7 @@ impl Worker {
                         id,
                         op: opc,
                         result: Ok(Vec::new()),
+                        forwarded: None,
                     };
                     self.hand_to_memcpy(hit, done, self.me);
                 }
@@ -765,7 +811,13 @@ impl Worker {
                 conn,
                 id,
                 op: opc,
-                payload: payload.to_vec(),
+                payload: {
+                    let mut buffer = self.spare.pop().unwrap_or_default();
+                    buffer.clear();
+                    buffer.extend_from_slice(payload);
+                    buffer
+                },
+                forwarded: Instant::now(),
             };
             self.outstanding += 1;
             self.shared[self.me]
@@ -891,6 +943,16 @@ impl Worker {
         }
     }
 
+    /// Keeps the buffer of a forwarded request's reply, once sent, for the next forward.
+    fn keep_spare(&mut self, result: Result<Vec<u8>, Failure>) {
+        if let Ok(buffer) = result
+            && buffer.capacity() <= SPARE_BUFFER_BYTES
+            && self.spare.len() < SPARE_BUFFERS
+        {
+            self.spare.push(buffer);
+        }
+    }
+
     /// Spins up to `span` until a ring holds a message; whether one does.
     fn watch_rings(&self, span: Duration) -> bool {
         let until = Instant::now() + span;
@@ -914,29 +976,46 @@ impl Worker {
                 handled += 1;
                 match msg {
                     Msg::Req(job) => {
+                        let popped = Instant::now();
+                        self.hops.queued.record(popped - job.forwarded);
                         let (r, copy) = self.execute(job.op, &job.payload);
                         let done = Done {
                             conn: job.conn,
                             id: job.id,
                             op: job.op,
                             result: Ok(Vec::new()),
+                            forwarded: Some(job.forwarded),
                         };
                         match copy {
                             Some(hit) => self.hand_to_memcpy(hit, done, job.origin),
                             None => {
-                                // The reply buffer itself goes back (a 2.5 MiB READ's bytes
-                                // are not copied); the next request grows a new one.
+                                // A small reply goes back in the request's own buffer, and this
+                                // worker keeps its reply buffer (handing that over made the
+                                // next request grow a new one, 8, 16, 32... bytes: five
+                                // allocations for an attribute reply). A large one (a READ's
+                                // pages) goes back in the reply buffer itself, uncopied.
                                 let result = match r {
+                                    Ok(bytes) if bytes.len() <= SMALL_REPLY => {
+                                        let mut buffer = job.payload;
+                                        buffer.clear();
+                                        buffer.extend_from_slice(bytes);
+                                        Ok(buffer)
+                                    }
                                     Ok(_) => Ok(std::mem::take(&mut self.out)),
                                     Err(e) => Err(e),
                                 };
                                 self.push(job.origin, Msg::Rep(Done { result, ..done }));
                             }
                         }
+                        self.hops.served.record(popped.elapsed());
                     }
                     Msg::Rep(done) => {
+                        if let Some(forwarded) = done.forwarded {
+                            self.hops.hop.record(forwarded.elapsed());
+                        }
                         self.outstanding = self.outstanding.saturating_sub(1);
                         send_reply(out, done.conn, done.id, done.op, done.result.as_deref());
+                        self.keep_spare(done.result);
                     }
                 }
             }
@@ -944,6 +1023,9 @@ impl Worker {
         // Copied replies (memcpy pool, or inline) answer requests this thread counted.
         while let Some(done) = self.copied.pop().or_else(|| self.ready.pop_front()) {
             handled += 1;
+            if let Some(forwarded) = done.forwarded {
+                self.hops.hop.record(forwarded.elapsed());
+            }
             self.outstanding = self.outstanding.saturating_sub(1);
             send_reply(out, done.conn, done.id, done.op, done.result.as_deref());
         }
