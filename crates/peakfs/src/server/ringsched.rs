@@ -134,9 +134,8 @@ struct Done {
 /// Where the time of forwarded requests goes (§III-B's hop), for the line a stopping worker
 /// logs: the wait in the owner's ring (`queued`) and the owner's work up to its reply's push
 /// (`served`), measured by the owner, and the whole hop from the push to the reply's arrival
-/// back at the
-/// communicating thread (`hop`), measured there. The means subtract: the reply's wait on its
-/// way back is `hop - queued - served`.
+/// back at the communicating thread (`hop`), measured there. The means subtract: the reply's
+/// wait on its way back is `hop - queued - served`.
 #[derive(Debug, Default)]
 struct HopTimes {
     queued: LatencyRecorder,
@@ -943,9 +942,16 @@ impl Worker {
         }
     }
 
-    /// Keeps the buffer of a forwarded request's reply, once sent, for the next forward.
-    fn keep_spare(&mut self, result: Result<Vec<u8>, Failure>) {
-        if let Ok(buffer) = result
+    /// Sends a reply that came back to this communicating thread (from the owner of a forwarded
+    /// request, or from the memcpy pool), times its hop, and keeps its buffer for the next
+    /// forward.
+    fn deliver(&mut self, out: &mut dyn Outbox, done: Done) {
+        if let Some(forwarded) = done.forwarded {
+            self.hops.hop.record(forwarded.elapsed());
+        }
+        self.outstanding = self.outstanding.saturating_sub(1);
+        send_reply(out, done.conn, done.id, done.op, done.result.as_deref());
+        if let Ok(buffer) = done.result
             && buffer.capacity() <= SPARE_BUFFER_BYTES
             && self.spare.len() < SPARE_BUFFERS
         {
@@ -1009,25 +1015,14 @@ impl Worker {
                         }
                         self.hops.served.record(popped.elapsed());
                     }
-                    Msg::Rep(done) => {
-                        if let Some(forwarded) = done.forwarded {
-                            self.hops.hop.record(forwarded.elapsed());
-                        }
-                        self.outstanding = self.outstanding.saturating_sub(1);
-                        send_reply(out, done.conn, done.id, done.op, done.result.as_deref());
-                        self.keep_spare(done.result);
-                    }
+                    Msg::Rep(done) => self.deliver(out, done),
                 }
             }
         }
         // Copied replies (memcpy pool, or inline) answer requests this thread counted.
         while let Some(done) = self.copied.pop().or_else(|| self.ready.pop_front()) {
             handled += 1;
-            if let Some(forwarded) = done.forwarded {
-                self.hops.hop.record(forwarded.elapsed());
-            }
-            self.outstanding = self.outstanding.saturating_sub(1);
-            send_reply(out, done.conn, done.id, done.op, done.result.as_deref());
+            self.deliver(out, done);
         }
         handled
     }
