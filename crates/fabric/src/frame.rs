@@ -192,7 +192,7 @@ impl Header {
         out[6..8].copy_from_slice(&self.opcode.0.to_le_bytes());
         out[8..16].copy_from_slice(&self.request_id.to_le_bytes());
         out[16..20].copy_from_slice(&self.payload_len.to_le_bytes());
-        let crc = crc32c::crc32c(&out[..CRC_COVERED]);
+        let crc = common::hash::crc32c(&out[..CRC_COVERED]);
         out[20..24].copy_from_slice(&crc.to_le_bytes());
         out
     }
@@ -208,7 +208,7 @@ impl Header {
             return Err(FrameError::BadVersion { found: bytes[4] });
         }
         let stored = u32::from_le_bytes([bytes[20], bytes[21], bytes[22], bytes[23]]);
-        let computed = crc32c::crc32c(&bytes[..CRC_COVERED]);
+        let computed = common::hash::crc32c(&bytes[..CRC_COVERED]);
         if stored != computed {
             return Err(FrameError::BadChecksum { stored, computed });
         }
@@ -451,7 +451,7 @@ mod tests {
 
         let mut bytes = Header::request(Opcode(1), 9, 0).encode();
         bytes[5] = 0x81;
-        let crc = crc32c::crc32c(&bytes[..CRC_COVERED]);
+        let crc = common::hash::crc32c(&bytes[..CRC_COVERED]);
         bytes[20..24].copy_from_slice(&crc.to_le_bytes());
         assert_eq!(decode(&bytes, 64), Err(FrameError::BadFlags { bits: 0x80 }));
     }

@@ -119,7 +119,7 @@ impl QpInfo {
         out[16..20].copy_from_slice(&self.recv_slots.to_le_bytes());
         out[20..24].copy_from_slice(&self.slot_size.to_le_bytes());
         out[24..40].copy_from_slice(&self.gid);
-        let crc = crc32c::crc32c(&out[..60]);
+        let crc = common::hash::crc32c(&out[..60]);
         out[60..64].copy_from_slice(&crc.to_le_bytes());
         out
     }
@@ -136,7 +136,7 @@ impl QpInfo {
         if bytes[4] != HANDSHAKE_VERSION {
             return Err(RdmaError::BadVersion(bytes[4]));
         }
-        let (stored, computed) = (word(60), crc32c::crc32c(&bytes[..60]));
+        let (stored, computed) = (word(60), common::hash::crc32c(&bytes[..60]));
         if stored != computed {
             return Err(RdmaError::BadChecksum { stored, computed });
         }

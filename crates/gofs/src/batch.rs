@@ -54,7 +54,7 @@ impl Bnode {
 
     /// Index of the file called `name`.
     pub fn find(&self, name: &[u8]) -> Option<usize> {
-        let h = crc32c::crc32c(name);
+        let h = common::hash::crc32c(name);
         self.files
             .iter()
             .position(|f| f.name_hash == h && f.name == name)
@@ -260,7 +260,7 @@ impl Posix {
             let size = fs.getattr(ino)?.size;
             fs.open_inode(ino)?;
             bnode.files.push(BatchFile {
-                name_hash: crc32c::crc32c(&name),
+                name_hash: common::hash::crc32c(&name),
                 name,
                 ino,
                 size,

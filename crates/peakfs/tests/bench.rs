@@ -247,13 +247,16 @@ fn local_logs_keep_the_servers_last_lines_with_the_hop_times_of_forwarded_reques
             .next()?;
         value.split('/').map(|v| v.parse().ok()).collect()
     };
-    let forwarded = |line: &str| -> u64 {
-        let n = line
-            .split(" forwarded=")
-            .nth(1)
-            .and_then(|v| v.split(' ').next());
-        n.and_then(|n| n.parse().ok()).unwrap()
+    // `key=number`.
+    let field = |line: &str, key: &str| -> Option<f64> {
+        line.split(&format!(" {key}="))
+            .nth(1)?
+            .split(' ')
+            .next()?
+            .parse()
+            .ok()
     };
+    let forwarded = |line: &str| field(line, "forwarded").unwrap() as u64;
     assert!(
         stopped.iter().map(|l| forwarded(l)).sum::<u64>() > 50,
         "{stopped:?}"
@@ -278,6 +281,15 @@ fn local_logs_keep_the_servers_last_lines_with_the_hop_times_of_forwarded_reques
         if forwarded(line) == 0 {
             assert!(line.contains(r#" hop_us="-""#), "{line}");
         }
+        // Both slices took creates: each worker logged after replies, and gives its store's
+        // counters.
+        for key in ["checkpoints", "icache_write_backs", "icache_misses"] {
+            assert!(field(line, key).is_some(), "{key} in {line}");
+        }
+        assert!(
+            field(line, "log_work_max_us").is_some_and(|us| us > 0.0),
+            "{line}"
+        );
     }
 }
 

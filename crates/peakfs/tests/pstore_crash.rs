@@ -135,6 +135,7 @@ proptest! {
         ops in prop::collection::vec(op(), 1..40),
         defer in any::<bool>(),
         behind in any::<bool>(),
+        pump in any::<bool>(),
         kept in prop::option::of(any::<u64>()),
     ) {
         let (ctrl, dev, cfg) = crash_store(behind);
@@ -145,6 +146,10 @@ proptest! {
         let mut allowed = vec![m.clone()];
         for op in &ops {
             step(&mut s, &mut m, op);
+            if pump {
+                // As a server between requests: write-backs in flight move on.
+                s.pump().unwrap();
+            }
             if matches!(op, Op::Fsync) {
                 allowed.clear();
             }

@@ -597,7 +597,7 @@ fn rand_psn() -> u32 {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default()
         .subsec_nanos();
-    crc32c::crc32c(&nanos.to_le_bytes()) & 0x00ff_ffff
+    common::hash::crc32c(&nanos.to_le_bytes()) & 0x00ff_ffff
 }
 
 impl Connection for RdmaConnection {

@@ -210,6 +210,17 @@ impl Conns {
 
     /// Waits for one reply from `server` and files it under its tag.
     fn reap(&mut self, server: u32) -> Result<(), ClientError> {
+        self.reap_for_caller(server, None).map(drop)
+    }
+
+    /// As [`Self::reap`], but the reply to synchronous request `want`, if this is it, is
+    /// returned rather than filed: the usual call finds its reply without a trip through
+    /// `done`.
+    fn reap_for_caller(
+        &mut self,
+        server: u32,
+        want: Option<u64>,
+    ) -> Result<Option<Result<Vec<u8>, ClientError>>, ClientError> {
         self.rpc(server)?;
         let s = &mut self.servers[server as usize];
         let Some(rpc) = s.rpc.as_mut() else {
@@ -240,9 +251,10 @@ impl Conns {
             Err(e) => Err(e),
         };
         match reply {
+            Ok((id, Tag::Sync, result)) if want == Some(id) => Ok(Some(result)),
             Ok((id, tag, result)) => {
                 self.complete(server, id, tag, result);
-                Ok(())
+                Ok(None)
             }
             Err(e) => Err(self.fail_server(server, e)),
         }
@@ -295,13 +307,18 @@ impl Conns {
     /// Waits for the reply of `t`; an error reply is [`ClientError::Errno`].
     pub fn wait(&mut self, t: Ticket) -> Result<Vec<u8>, ClientError> {
         loop {
-            if let Some(r) = self.servers[t.server as usize].done.remove(&t.id) {
+            let s = &mut self.servers[t.server as usize];
+            if !s.done.is_empty()
+                && let Some(r) = s.done.remove(&t.id)
+            {
                 return r;
             }
-            if !self.servers[t.server as usize].pending.contains_key(&t.id) {
+            if !s.pending.contains_key(&t.id) {
                 return Err(ClientError::Internal("waited for an unknown request"));
             }
-            self.reap(t.server)?;
+            if let Some(r) = self.reap_for_caller(t.server, Some(t.id))? {
+                return r;
+            }
         }
     }
 

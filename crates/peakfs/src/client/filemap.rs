@@ -15,7 +15,42 @@ pub trait OfIno {
 #[derive(Debug)]
 pub struct FileMap<F> {
     files: U64Map<F>,
-    by_ino: U64Map<Vec<u64>>,
+    by_ino: U64Map<Fds>,
+}
+
+/// The descriptors of one inode: almost always one, kept without an allocation (an mdtest
+/// create opens and closes a file per operation).
+#[derive(Debug)]
+enum Fds {
+    One(u64),
+    Many(Vec<u64>),
+}
+
+impl Fds {
+    fn as_slice(&self) -> &[u64] {
+        match self {
+            Fds::One(fd) => std::slice::from_ref(fd),
+            Fds::Many(fds) => fds,
+        }
+    }
+
+    fn push(&mut self, fd: u64) {
+        match self {
+            Fds::One(first) => *self = Fds::Many(vec![*first, fd]),
+            Fds::Many(fds) => fds.push(fd),
+        }
+    }
+
+    /// Removes `fd`; whether none is left.
+    fn remove(&mut self, fd: u64) -> bool {
+        match self {
+            Fds::One(only) => *only == fd,
+            Fds::Many(fds) => {
+                fds.retain(|&d| d != fd);
+                fds.is_empty()
+            }
+        }
+    }
 }
 
 impl<F> Default for FileMap<F> {
@@ -33,18 +68,20 @@ impl<F: OfIno> FileMap<F> {
         let ino = f.ino();
         self.remove(fd);
         self.files.insert(fd, f);
-        self.by_ino.entry(ino).or_default().push(fd);
+        match self.by_ino.get_mut(&ino) {
+            Some(fds) => fds.push(fd),
+            None => {
+                self.by_ino.insert(ino, Fds::One(fd));
+            }
+        }
     }
 
     /// Removes descriptor `fd`.
     pub fn remove(&mut self, fd: u64) -> Option<F> {
         let f = self.files.remove(&fd)?;
         let ino = f.ino();
-        if let Some(fds) = self.by_ino.get_mut(&ino) {
-            fds.retain(|&d| d != fd);
-            if fds.is_empty() {
-                self.by_ino.remove(&ino);
-            }
+        if self.by_ino.get_mut(&ino).is_some_and(|fds| fds.remove(fd)) {
+            self.by_ino.remove(&ino);
         }
         Some(f)
     }
@@ -66,7 +103,7 @@ impl<F: OfIno> FileMap<F> {
 
     /// The descriptors of `ino`.
     pub fn of_ino(&self, ino: u64) -> impl Iterator<Item = &F> {
-        let fds = self.by_ino.get(&ino).map_or(&[][..], Vec::as_slice);
+        let fds = self.by_ino.get(&ino).map_or(&[][..], Fds::as_slice);
         fds.iter().filter_map(|fd| self.files.get(fd))
     }
 
@@ -75,7 +112,7 @@ impl<F: OfIno> FileMap<F> {
         let Some(fds) = self.by_ino.get(&ino) else {
             return;
         };
-        for fd in fds {
+        for fd in fds.as_slice() {
             if let Some(file) = self.files.get_mut(fd) {
                 f(file);
             }

@@ -63,6 +63,8 @@ pub const INODES_PER_BLOCK: u64 = (PAGE / INODE_BYTES) as u64;
 const CKPT_DENTRY: u64 = 8 + 1 + 255 + 8;
 /// Most file blocks one write transaction covers.
 const BLOCKS_PER_TX: usize = 64;
+/// Most log bytes a worker's write-back staging buffer is mapped for at start.
+const STAGE_PREFAULT: usize = 8 << 20;
 
 /// Errors of PStore.
 #[derive(Debug, thiserror::Error)]
@@ -535,9 +537,9 @@ impl MetaIo<'_> {
         if self.data.take_unflushed() {
             self.zone.stage_flush(&mut b.batch);
         }
-        if let Some((page, upto, pages)) = self.wal.unwritten() {
+        if let Some((page, upto, bytes)) = self.wal.unwritten_view() {
             self.zone
-                .stage_write(&mut b.batch, self.wal_start + page, &pages)?;
+                .stage_write_padded(&mut b.batch, self.wal_start + page, bytes)?;
             b.log_upto = Some(upto);
         }
         self.zone.stage_flush(&mut b.batch);
@@ -677,6 +679,11 @@ impl PStore {
         inos: InodeTable,
         bitmaps: Option<(Bitmap, Bitmap, BlockTable)>,
     ) -> Result<Self, PStoreError> {
+        // An Icache write-back stages the log written since the last one and the blocks over
+        // the dirty limit: room for a log's worth (up to STAGE_PREFAULT) and those blocks.
+        let writes_behind = zone.writes_behind();
+        let dirty_blocks = (cfg.icache_blocks as f64 * cfg.dirty_ratio) as usize;
+        let stage_bytes = (sb.wal_pages as usize * PAGE).min(STAGE_PREFAULT) + dirty_blocks * PAGE;
         let (islots, pages, blocks) = bitmaps.unwrap_or_else(|| {
             (
                 Bitmap::new(sb.inode_slots),
@@ -706,7 +713,14 @@ impl PStore {
             pending: None,
             deferred_error: None,
             synced: false,
-            behind: Behind::default(),
+            behind: Behind {
+                batch: if writes_behind {
+                    WriteBehind::prefaulted(stage_bytes)
+                } else {
+                    WriteBehind::default()
+                },
+                ..Behind::default()
+            },
             checkpoints: 0,
         })
     }

@@ -419,14 +419,21 @@ impl Wal {
     /// Once the pages are on the device, [`Self::mark_written`] with the bytes covered
     /// records it; frames appended meanwhile stay unwritten.
     pub fn unwritten(&self) -> Option<(u64, usize, Vec<u8>)> {
+        let (first_page, upto, bytes) = self.unwritten_view()?;
+        let mut out = bytes.to_vec();
+        out.resize(out.len().div_ceil(self.page) * self.page, 0);
+        Some((first_page, upto, out))
+    }
+
+    /// As [`Self::unwritten`], without the copy: the unwritten frames from the start of the
+    /// page the first of them is in, unpadded (the last page may end early).
+    pub fn unwritten_view(&self) -> Option<(u64, usize, &[u8])> {
         if !self.has_unwritten() {
             return None;
         }
         let from = self.written / self.page * self.page;
-        let mut out = self.buf[from..].to_vec();
-        out.resize(out.len().div_ceil(self.page) * self.page, 0);
         let first_page = (self.buf_start + from as u64) / self.page as u64;
-        Some((first_page, self.buf.len(), out))
+        Some((first_page, self.buf.len(), &self.buf[from..]))
     }
 
     /// Records that the first `upto` bytes of the buffer (as [`Self::unwritten`] returned

@@ -323,6 +323,7 @@ impl RingSched {
                 spare: Vec::new(),
                 zeros: Vec::new(),
                 hops: HopTimes::default(),
+                log_work_max: Duration::ZERO,
             };
             workers.push(
                 std::thread::Builder::new()
@@ -570,6 +571,9 @@ struct Worker {
     /// Zero bytes the XFER replies are cut from (grown to the longest asked for).
     zeros: Vec<u8>,
     hops: HopTimes,
+    /// The longest log work between two rounds (settle and write-back pump), for the stop
+    /// line: it holds up every request that arrives meanwhile.
+    log_work_max: Duration,
 }
 
 impl std::fmt::Debug for Worker {
@@ -643,6 +647,7 @@ impl Worker {
                 self.shared[self.me].sleeping.store(false, Ordering::SeqCst);
             }
             // The round's replies are sent: now the log work of the last request.
+            let log_start = Instant::now();
             if let Err(e) = self.slice.store().settle() {
                 tracing::error!(worker = self.me, error = %e, "settling the store failed");
             }
@@ -650,6 +655,7 @@ impl Worker {
                 tracing::error!(worker = self.me, error = %e, "a write-back failed (Icache blocks or staged data pages)");
                 false
             });
+            self.log_work_max = self.log_work_max.max(log_start.elapsed());
             let drained = self.drain(&mut poller);
             if polled? + drained > 0 {
                 last_work = Instant::now();
@@ -689,6 +695,7 @@ impl Worker {
                     // Drain what others answered last, flush, checkpoint.
                     let _ = self.drain(&mut poller);
                     let _ = poller.poll(Some(Duration::ZERO), |_, _| {});
+                    let served = self.slice.store().stats();
                     if let Err(e) = self.slice.store().checkpoint() {
                         tracing::error!(worker = self.me, error = %e, "checkpoint failed");
                     }
@@ -702,6 +709,10 @@ impl Worker {
                         hop_queued_us = HopTimes::line(&self.hops.queued),
                         hop_served_us = HopTimes::line(&self.hops.served),
                         hop_us = HopTimes::line(&self.hops.hop),
+                        checkpoints = served.checkpoints,
+                        icache_write_backs = served.icache.write_backs,
+                        icache_misses = served.icache.misses,
+                        log_work_max_us = %format_args!("{:.0}", self.log_work_max.as_secs_f64() * 1e6),
                         "worker stopped"
                     );
                     return Ok(());
