@@ -201,6 +201,16 @@ impl LatencyRecorder {
             .map_err(|error| BenchError::Merge(format!("{error:?}")))
     }
 
+    /// The recorded samples as `(nanoseconds, count)` pairs, one per distinct bucket, lowest
+    /// first: what another process needs to rebuild this recorder with
+    /// [`record_ns_n`](Self::record_ns_n) (a histogram sent between processes).
+    pub fn buckets(&self) -> Vec<(u64, u64)> {
+        self.histogram
+            .iter_recorded()
+            .map(|v| (v.value_iterated_to(), v.count_at_value()))
+            .collect()
+    }
+
     /// Number of samples recorded.
     pub fn samples(&self) -> u64 {
         self.histogram.len()
@@ -937,6 +947,22 @@ mod tests {
             merged.merge(part).unwrap();
         }
         assert_eq!(merged.summary(), single.summary());
+    }
+
+    #[test]
+    fn a_recorder_rebuilt_from_its_buckets_has_the_same_summary() {
+        let mut sent = LatencyRecorder::new();
+        for nanos in 0..20_000u64 {
+            sent.record_ns(nanos * 7_919 % 3_000_000 + 1);
+        }
+        let buckets = sent.buckets();
+        assert!(buckets.windows(2).all(|pair| pair[0].0 < pair[1].0));
+        assert_eq!(buckets.iter().map(|b| b.1).sum::<u64>(), 20_000);
+        let mut rebuilt = LatencyRecorder::new();
+        for (nanos, count) in buckets {
+            rebuilt.record_ns_n(nanos, count);
+        }
+        assert_eq!(rebuilt.summary(), sent.summary());
     }
 
     #[test]

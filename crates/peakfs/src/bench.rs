@@ -7,7 +7,11 @@
 //! workers at once (the driver writes the phase to every worker before reading any result);
 //! a phase's throughput is the sum of operations over the span from the earliest start to the
 //! latest end. Each phase also reports the requests its operations sent (`rpcs_per_op`: a
-//! small-file create needs two, CREATE and WRITE; the other metadata ops one).
+//! small-file create needs two, CREATE and WRITE; the other metadata ops one). Phases that run
+//! one operation at a time through the file system API (`echo-spread`, `mdtest-*`) also time
+//! each operation in every process, and their record carries the merged `latency_us`: a
+//! bigdir phase that trails `echo-spread` by a shifted median costs more per operation, one
+//! that trails by its tail waits on stalls.
 //!
 //! Phases:
 //! - `echo-sync` / `echo-pipelined`: ECHO requests (64 B), one in flight or
@@ -50,7 +54,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::bench::{BenchRecord, Engine};
+use common::bench::{BenchRecord, Engine, LatencyRecorder};
 use serde::{Deserialize, Serialize};
 
 use crate::client::{Client, ClientError, ClientOptions};
@@ -142,6 +146,10 @@ pub struct PhaseResult {
     /// `echo-home`: the slot (slice) of the process's private directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub home_slot: Option<u64>,
+    /// Phases that time each operation (`echo-spread`, `mdtest-*`): the latency histogram as
+    /// [`LatencyRecorder::buckets`] (nanoseconds, count).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub latency_ns: Vec<(u64, u64)>,
     /// An error instead of a result.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -189,6 +197,8 @@ pub struct Worker {
     client: Client,
     /// λ of the private directory's slice (its inode's home).
     home: u64,
+    /// The running phase's per-operation latencies (phases that time each operation).
+    latency: LatencyRecorder,
 }
 
 impl Worker {
@@ -213,6 +223,7 @@ impl Worker {
             rank,
             client,
             home,
+            latency: LatencyRecorder::new(),
         })
     }
 
@@ -243,7 +254,9 @@ impl Worker {
                     name.push_str(prefix);
                     let _ = write!(name, "{i}");
                     let lambda = name_lambda(BIGDIR_STAND_IN, name.as_bytes());
+                    let t = Instant::now();
                     c.echo(layout.route(lambda).server, &payload, 1, 1)?;
+                    self.latency.record(t.elapsed());
                 }
                 Ok((self.cfg.echo_ops, self.cfg.echo_ops * ECHO_BYTES as u64))
             }
@@ -306,6 +319,7 @@ impl Worker {
                     path.push_str(&prefix);
                     let _ = write!(path, "{i}");
                     let path = path.as_str();
+                    let t = Instant::now();
                     match *op {
                         "create" => {
                             let fd =
@@ -327,6 +341,7 @@ impl Worker {
                         }
                         _ => c.unlink(path)?,
                     }
+                    self.latency.record(t.elapsed());
                 }
                 Ok((files as u64, bytes))
             }
@@ -397,6 +412,7 @@ impl Worker {
         for line in input.lines() {
             let line = line?;
             let sent = self.client.rpcs_sent();
+            self.latency = LatencyRecorder::new();
             let start_ns = epoch_ns();
             let r = self.run(line.trim());
             let end_ns = epoch_ns();
@@ -409,6 +425,7 @@ impl Worker {
                     start_ns,
                     end_ns,
                     home_slot: (line.trim() == "echo-home").then_some(self.home),
+                    latency_ns: self.latency.buckets(),
                     error: None,
                 },
                 Err(e) => PhaseResult {
@@ -418,6 +435,7 @@ impl Worker {
                     start_ns,
                     end_ns,
                     home_slot: None,
+                    latency_ns: Vec::new(),
                     error: Some(e.to_string()),
                 },
             };
@@ -465,7 +483,7 @@ impl Proc {
 }
 
 /// Aggregated result of one phase over all workers.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Phase {
     /// Operations.
     pub ops: u64,
@@ -482,6 +500,8 @@ pub struct Phase {
     pub slowest_proc: Duration,
     /// `echo-home`: processes whose private directories share the busiest slice.
     pub max_procs_per_slice: Option<usize>,
+    /// Every process's per-operation latencies (empty for phases that do not time each one).
+    pub latency: LatencyRecorder,
 }
 
 fn ns_duration(ns: u128) -> Duration {
@@ -612,6 +632,8 @@ pub fn drive(
         let (mut start, mut end) = (u128::MAX, 0u128);
         let (mut fastest, mut slowest) = (u128::MAX, 0u128);
         let mut home_slots = Vec::new();
+        let mut latency = LatencyRecorder::new();
+        let mut rank_ms = Vec::with_capacity(procs.len());
         for (rank, p) in procs.iter_mut().enumerate() {
             let l = p.line(rank)?;
             let r: PhaseResult = serde_json::from_str(&l).map_err(|e| BenchFailure::Worker {
@@ -632,12 +654,17 @@ pub fn drive(
             let took = r.end_ns.saturating_sub(r.start_ns);
             fastest = fastest.min(took);
             slowest = slowest.max(took);
+            rank_ms.push(format!("{:.1}", took as f64 / 1e6));
             home_slots.extend(r.home_slot);
+            for (nanos, count) in r.latency_ns {
+                latency.record_ns_n(nanos, count);
+            }
         }
         home_slots.sort_unstable();
         let max_procs_per_slice = home_slots.chunk_by(|a, b| a == b).map(<[u64]>::len).max();
         let span = ns_duration(end.saturating_sub(start));
-        tracing::info!(phase = %name, ops, wall = ?t.elapsed(), "phase done");
+        // Each process's own span, by rank: a rank slow in every phase points at its cores.
+        tracing::info!(phase = %name, ops, wall = ?t.elapsed(), rank_ms = %rank_ms.join(" "), "phase done");
         results.push((
             name,
             Phase {
@@ -648,6 +675,7 @@ pub fn drive(
                 fastest_proc: ns_duration(fastest),
                 slowest_proc: ns_duration(slowest),
                 max_procs_per_slice,
+                latency,
             },
         ));
     }
@@ -710,6 +738,9 @@ pub fn drive(
             .extra("rpcs_per_op", rpcs_per_op)
             .extra("fastest_proc_s", r.fastest_proc.as_secs_f64())
             .extra("slowest_proc_s", r.slowest_proc.as_secs_f64());
+        if r.latency.samples() > 0 {
+            b = b.latency(&r.latency);
+        }
         if let Some(m) = r.max_procs_per_slice {
             b = b.extra("max_procs_per_slice", m as f64);
         }

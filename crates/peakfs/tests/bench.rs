@@ -80,6 +80,23 @@ fn every_phase_counts_the_operations_of_all_processes_at_one_request_each() {
             "{}",
             r.workload
         );
+        // The phases that run one operation at a time time each one, in every process.
+        let timed = r.workload.starts_with("mdtest") || r.workload == "echo-spread";
+        match (&r.latency_us, timed) {
+            (Some(l), true) => {
+                assert_eq!(l.samples, r.ops, "{}", r.workload);
+                // A process's operations took no longer than the process itself.
+                let spent_us = l.mean * r.ops as f64;
+                let spans_us = slowest * 1e6 * cfg.procs as f64;
+                assert!(
+                    0.0 < l.p50 && spent_us <= spans_us,
+                    "{}: {l:?} against {spans_us} us of processes",
+                    r.workload
+                );
+            }
+            (None, false) => {}
+            (l, _) => panic!("{}: latency {l:?}", r.workload),
+        }
     }
 }
 
@@ -290,7 +307,24 @@ fn local_logs_keep_the_servers_last_lines_with_the_hop_times_of_forwarded_reques
             field(line, "log_work_max_us").is_some_and(|us| us > 0.0),
             "{line}"
         );
+        // What the thread cost: time in rounds that served something, and its page faults
+        // and context switches (getrusage).
+        assert!(field(line, "busy_ms").is_some_and(|ms| ms > 0.0), "{line}");
+        for key in [
+            "log_work_ms",
+            "minor_faults",
+            "voluntary_switches",
+            "involuntary_switches",
+        ] {
+            assert!(
+                field(line, key).is_some_and(|v| v >= 0.0),
+                "{key} in {line}"
+            );
+        }
     }
+    // Every client frame arrived at one worker: the creates and four echo phases' echoes.
+    let frames: f64 = stopped.iter().map(|l| field(l, "frames").unwrap()).sum();
+    assert!(frames >= (200 + 4 * 20) as f64, "{frames}: {stopped:?}");
 }
 
 #[test]

@@ -9,7 +9,7 @@ use gpu_nvme::controller::file::{FileController, FileControllerConfig};
 use gpu_nvme::device::{DeviceConfig, NvmeDevice};
 use peakfs::pstore::inode::Hint;
 use peakfs::pstore::zone::{WriteBehind, Zone, ZoneError};
-use peakfs::pstore::{NewInode, PStore, PStoreConfig, PStoreError, Relink, SetAttr};
+use peakfs::pstore::{NewInode, PStore, PStoreConfig, PStoreError, Relink, SetAttr, Unlinked};
 use proptest::prelude::*;
 use pstore_support::{
     check_pages, small_config, swarm, swarm_queues, swarm_slow_writes, write_out_config,
@@ -581,9 +581,17 @@ fn directories_count_their_subdirectories_in_their_link_count() {
 
 #[test]
 fn an_orphan_stays_usable_until_freed_and_reopening_frees_it() {
+    // Answered before or after its records are in place (a server answers first).
+    for defer in [false, true] {
+        orphan_stays_usable_until_freed(defer);
+    }
+}
+
+fn orphan_stays_usable_until_freed(defer: bool) {
     let (ssd, dev) = swarm(32 << 20, 4096);
     let cfg = small_config(4096);
     let mut s = PStore::format(dev.clone(), &cfg).unwrap();
+    s.defer_settle(defer).unwrap();
     let f = s.create(1, b"open", REG, 0, 0, Hint::default()).unwrap();
     s.write(f.ino, 0, &[1u8; 40_000]).unwrap();
     let orphaned = s
@@ -593,7 +601,13 @@ fn an_orphan_stays_usable_until_freed_and_reopening_frees_it() {
             ..Relink::default()
         })
         .unwrap();
-    assert_eq!(orphaned, vec![f.ino]);
+    assert_eq!(
+        orphaned,
+        vec![Unlinked {
+            ino: f.ino,
+            freed: false
+        }]
+    );
     assert!(s.is_orphan(f.ino));
     assert_eq!(s.lookup(1, b"open"), None);
     assert_eq!(s.getattr(f.ino).unwrap().nlink, 0);
@@ -606,11 +620,31 @@ fn an_orphan_stays_usable_until_freed_and_reopening_frees_it() {
     // A checkpoint carries the orphan list; the store restarts without the client.
     s.checkpoint().unwrap();
     let g = s.create(1, b"kept", REG, 0, 0, Hint::default()).unwrap();
+    // An unlink freed with its inode in one transaction: logged and applied even when the
+    // next call on the store is the fsync.
+    let h = s.create(1, b"gone", REG, 0, 0, Hint::default()).unwrap();
+    let freed = s
+        .relink(&Relink {
+            remove: Some((1, b"gone")),
+            links: &[(h.ino, -1)],
+            free: Some(h.ino),
+            ..Relink::default()
+        })
+        .unwrap();
+    assert_eq!(
+        freed,
+        vec![Unlinked {
+            ino: h.ino,
+            freed: true
+        }]
+    );
     s.fsync().unwrap();
     drop(s);
     ssd.power_cut().unwrap();
     let mut s = PStore::open(dev, &cfg).unwrap();
     assert!(matches!(s.getattr(f.ino), Err(PStoreError::NoInode(_))));
+    assert!(matches!(s.getattr(h.ino), Err(PStoreError::NoInode(_))));
+    assert_eq!(s.lookup(1, b"gone"), None);
     assert_eq!(s.stats().orphans, 0);
     assert_eq!(s.getattr(g.ino).unwrap().nlink, 1);
     assert_eq!(s.stats().pages_used, 0, "the orphan's data was freed");

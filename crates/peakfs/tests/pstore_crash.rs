@@ -248,7 +248,8 @@ fn link_step(s: &mut PStore, m: &mut Names, op: &LinkOp) {
                 free: old,
             };
             for unlinked in s.relink(&change).unwrap() {
-                assert!(!s.is_orphan(unlinked), "freed with the rename");
+                assert!(unlinked.freed, "freed with the rename");
+                assert!(!s.is_orphan(unlinked.ino));
             }
             m.remove(&name(f));
             m.insert(name(g), ino);

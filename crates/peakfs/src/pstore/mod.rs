@@ -348,6 +348,37 @@ struct PendingCreate {
     parent: Option<(u64, Inode)>,
 }
 
+/// What [`PStore::relink`] leaves for after its reply under [`PStore::defer_settle`]: all of
+/// its records, worked out before the reply (the dentries removed and put, the inodes' new
+/// link counts, the inode freed with its blocks), so that the reply can be sent first.
+#[derive(Debug)]
+struct PendingRelink {
+    remove: Option<(u64, Vec<u8>)>,
+    insert: Option<(u64, Vec<u8>, u64)>,
+    /// Inode slot, inode before the change, and its link count's change.
+    inodes: Vec<(u64, Inode, i64)>,
+    /// The inode freed in this transaction when its links reach 0, with its mapped blocks.
+    free: Option<(u64, Vec<u64>)>,
+}
+
+/// An operation answered before its changes were put in place (with
+/// [`PStore::defer_settle`]); every later call on the store puts them there first.
+#[derive(Debug)]
+enum Pending {
+    Create(PendingCreate),
+    Relink(PendingRelink),
+}
+
+/// An inode that [`PStore::relink`] left without links.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unlinked {
+    /// Its ino.
+    pub ino: u64,
+    /// Freed with its data in the same transaction; otherwise an orphan now
+    /// ([`PStore::is_orphan`]), for [`PStore::remove_inode`] or its last close.
+    pub freed: bool,
+}
+
 /// Dentry changes and link counts that [`PStore::relink`] applies in one transaction.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Relink<'a> {
@@ -578,10 +609,10 @@ pub struct PStore {
     unsettled: bool,
     /// Finished transactions wait for [`PStore::settle`] ([`PStore::defer_settle`]).
     defer: bool,
-    /// A create answered before its inode, inode-table entry and dentry were put in place
-    /// (with `defer`); every later call puts them there first.
-    pending: Option<PendingCreate>,
-    /// The failure of putting a pending create in place, for the next settle to return.
+    /// A create or relink answered before its changes were put in place (with `defer`);
+    /// every later call puts them there first.
+    pending: Option<Pending>,
+    /// The failure of putting a pending operation in place, for the next settle to return.
     deferred_error: Option<PStoreError>,
     /// Whether the device holds nothing unflushed.
     synced: bool,
@@ -957,8 +988,9 @@ impl PStore {
     /// Lets a caller answer an operation before its log append: the WAL append and the inode
     /// images of each finished transaction wait for [`Self::settle`], which every later call
     /// on this store does first (so nothing can see the store without them), and which a
-    /// server calls after it sent the reply. The tables, bitmaps and dentries an operation
-    /// changes are changed before it returns either way; nothing becomes durable before
+    /// server calls after it sent the reply. A create and a relink also leave their changes to
+    /// the tables, bitmaps and dentries for then (`PendingCreate`, `PendingRelink`); every
+    /// other operation changes them before it returns. Nothing becomes durable before
     /// [`Self::fsync`] or a checkpoint, both of which settle first. A failure of a deferred
     /// step (an Icache write-back's I/O) is returned by the call that settles it.
     pub fn defer_settle(&mut self, on: bool) -> Result<(), PStoreError> {
@@ -970,7 +1002,7 @@ impl PStore {
     /// Logs the finished transaction that waits (see [`Self::defer_settle`]) and applies its
     /// inode images.
     pub fn settle(&mut self) -> Result<(), PStoreError> {
-        self.finish_create();
+        self.finish_pending();
         if !std::mem::take(&mut self.unsettled) {
             return self.deferred_error.take().map_or(Ok(()), Err);
         }
@@ -997,12 +1029,18 @@ impl PStore {
 
     /// Puts the create answered early in place: its records join the transaction that
     /// [`Self::settle`] logs (as if the create had made them before its reply).
-    fn finish_create(&mut self) {
-        let Some(p) = self.pending.take() else {
-            return;
+    fn finish_pending(&mut self) {
+        let put = match self.pending.take() {
+            None => return,
+            Some(Pending::Create(p)) => self.put_create(p),
+            Some(Pending::Relink(p)) => self.put_relink(p),
         };
-        if let Err(e) = self.put_create(p) {
+        if let Err(e) = put {
             self.deferred_error.get_or_insert(e);
+        }
+        // A relink's records are all put here: its transaction waits for the settle now.
+        if !self.tx.is_empty() {
+            self.unsettled = true;
         }
     }
 
@@ -1218,7 +1256,7 @@ impl PStore {
             // create's time before its reply went from 730 to 254 ns,
             // bench/results/2026-11-26-peakfs-deferred-create).
             if s.defer {
-                s.pending = Some(pending);
+                s.pending = Some(Pending::Create(pending));
                 Ok(inode)
             } else {
                 s.put_create(pending).map(|()| inode)
@@ -1274,7 +1312,7 @@ impl PStore {
 
     /// The value of dentry `(pino, name)`.
     pub fn lookup(&mut self, pino: u64, name: &[u8]) -> Option<u64> {
-        self.finish_create();
+        self.finish_pending();
         self.cart.get(pino, name)
     }
 
@@ -1326,7 +1364,7 @@ impl PStore {
         after: Option<&[u8]>,
         limit: usize,
     ) -> Vec<(Vec<u8>, u64)> {
-        self.finish_create();
+        self.finish_pending();
         let mut out = Vec::new();
         if limit == 0 {
             return out;
@@ -1344,13 +1382,13 @@ impl PStore {
 
     /// Whether directory `pino` has dentries on this worker.
     pub fn has_dentries(&mut self, pino: u64) -> bool {
-        self.finish_create();
+        self.finish_pending();
         self.cart.has_dir(pino)
     }
 
     /// The inode offset of `ino`, if its inode is here.
     pub fn inode_offset(&mut self, ino: u64) -> Option<u64> {
-        self.finish_create();
+        self.finish_pending();
         self.inos.get(&ino).copied()
     }
 
@@ -1420,7 +1458,7 @@ impl PStore {
     /// inodes it left without links. Those it did not free ([`Relink::free`]) are orphans now
     /// ([`Self::is_orphan`]): free each with [`Self::remove_inode`], or keep it while it is
     /// open.
-    pub fn relink(&mut self, change: &Relink<'_>) -> Result<Vec<u64>, PStoreError> {
+    pub fn relink(&mut self, change: &Relink<'_>) -> Result<Vec<Unlinked>, PStoreError> {
         self.settle()?;
         if let Some((pino, name)) = change.remove
             && self.cart.get(pino, name).is_none()
@@ -1464,47 +1502,69 @@ impl PStore {
             .filter(|(_, blocks)| blocks.len() <= BLOCKS_PER_TX);
         let free_bytes = free.as_ref().map_or(0, |(_, b)| b.len() * 80 + 200);
         let bytes = 2 * MAX_RECORD + inodes.len() * (INODE_BYTES + 32) + free_bytes;
+        // Which inodes the change leaves without links, known before it is applied: the
+        // reply needs no more.
+        let unlinked = inodes
+            .iter()
+            .filter(|(_, i, delta)| i64::from(i.nlink) + delta <= 0)
+            .filter_map(|(_, i, _)| {
+                let freed = free.as_ref().is_some_and(|(ino, _)| *ino == i.ino);
+                (freed || !self.orphans.contains(&i.ino)).then_some(Unlinked { ino: i.ino, freed })
+            })
+            .collect();
+        let pending = PendingRelink {
+            remove: change.remove.map(|(pino, name)| (pino, name.to_vec())),
+            insert: change
+                .insert
+                .map(|(pino, name, value)| (pino, name.to_vec(), value)),
+            inodes,
+            free,
+        };
         self.run(bytes, |s| {
-            if let Some((pino, name)) = change.remove {
-                s.log(Record::DentryDel {
-                    pino,
-                    name: name.to_vec(),
-                })?;
+            // Answer first, as a create does: the dentry removal and the frees wait for the
+            // settle after the reply.
+            if s.defer {
+                s.pending = Some(Pending::Relink(pending));
+                Ok(())
+            } else {
+                s.put_relink(pending)
             }
-            if let Some((pino, name, value)) = change.insert {
-                s.log(Record::DentryPut {
-                    pino,
-                    name: name.to_vec(),
-                    value,
-                })?;
+        })?;
+        Ok(unlinked)
+    }
+
+    /// The records of a relink (see [`PendingRelink`]), applied.
+    fn put_relink(&mut self, p: PendingRelink) -> Result<(), PStoreError> {
+        if let Some((pino, name)) = p.remove {
+            self.log(Record::DentryDel { pino, name })?;
+        }
+        if let Some((pino, name, value)) = p.insert {
+            self.log(Record::DentryPut { pino, name, value })?;
+        }
+        let now = now_ns();
+        for (slot, mut i, delta) in p.inodes {
+            let n = (i64::from(i.nlink) + delta).clamp(0, i64::from(u32::MAX));
+            i.nlink = n as u32;
+            i.ctime_ns = now;
+            if let Some((ino, blocks)) = &p.free
+                && i.nlink == 0
+                && *ino == i.ino
+            {
+                // Its image is not written: the slot is free from this transaction on.
+                self.free_inode(slot, &i, blocks)?;
+                continue;
             }
-            let now = now_ns();
-            let mut orphaned = Vec::new();
-            for (slot, mut i, delta) in inodes {
-                let n = (i64::from(i.nlink) + delta).clamp(0, i64::from(u32::MAX));
-                i.nlink = n as u32;
-                i.ctime_ns = now;
-                if let Some((ino, blocks)) = &free
-                    && i.nlink == 0
-                    && *ino == i.ino
-                {
-                    // Its image is not written: the slot is free from this transaction on.
-                    s.free_inode(slot, &i, blocks)?;
-                    orphaned.push(i.ino);
-                    continue;
-                }
-                s.log_inode(slot, &i)?;
-                if i.nlink == 0 && !s.orphans.contains(&i.ino) {
-                    s.log(Record::Orphan { ino: i.ino })?;
-                    orphaned.push(i.ino);
-                }
+            self.log_inode(slot, &i)?;
+            if i.nlink == 0 && !self.orphans.contains(&i.ino) {
+                self.log(Record::Orphan { ino: i.ino })?;
             }
-            Ok(orphaned)
-        })
+        }
+        Ok(())
     }
 
     /// Whether inode `ino` is an orphan (here, without links, not yet freed).
-    pub fn is_orphan(&self, ino: u64) -> bool {
+    pub fn is_orphan(&mut self, ino: u64) -> bool {
+        self.finish_pending();
         self.orphans.contains(&ino)
     }
 
@@ -1537,9 +1597,9 @@ impl PStore {
             links: &links,
             free: Some(value),
         };
-        for ino in self.relink(&change)? {
-            if self.is_orphan(ino) {
-                self.remove_inode(ino)?;
+        for u in self.relink(&change)? {
+            if !u.freed {
+                self.remove_inode(u.ino)?;
             }
         }
         Ok(value)

@@ -324,6 +324,9 @@ impl RingSched {
                 zeros: Vec::new(),
                 hops: HopTimes::default(),
                 log_work_max: Duration::ZERO,
+                log_work_total: Duration::ZERO,
+                frames: 0,
+                busy: Duration::ZERO,
             };
             workers.push(
                 std::thread::Builder::new()
@@ -574,6 +577,15 @@ struct Worker {
     /// The longest log work between two rounds (settle and write-back pump), for the stop
     /// line: it holds up every request that arrives meanwhile.
     log_work_max: Duration,
+    /// All log work, for the stop line.
+    log_work_total: Duration,
+    /// Client frames received, echoes and transfers included (`requests` counts the
+    /// file system's), for the stop line.
+    frames: u64,
+    /// Time in rounds that served something (a request, a reply from another thread) without
+    /// sleeping first, for the stop line: over `frames`, what a request costs this thread,
+    /// which another client's request arriving meanwhile waits for.
+    busy: Duration,
 }
 
 impl std::fmt::Debug for Worker {
@@ -613,6 +625,7 @@ impl Worker {
         if let Err(e) = self.slice.store().defer_settle(true) {
             tracing::error!(worker = self.me, error = %e, "settling the store failed");
         }
+        let usage_at_start = thread_usage();
         // Cores named for the workers are theirs alone: a spinning worker need not yield.
         let own_core = self.cfg.pin && !self.cfg.cpus.is_empty();
         let mut last_usage = Instant::now() - USAGE_EVERY;
@@ -621,6 +634,7 @@ impl Worker {
         // An Icache write-back is in flight (PStore::pump moves it on).
         let mut writing_behind = false;
         loop {
+            let round_start = Instant::now();
             let stopping = self.stop.stop.load(Ordering::SeqCst);
             let spinning = last_work.elapsed() < self.cfg.spin;
             let wait = if spinning {
@@ -655,10 +669,15 @@ impl Worker {
                 tracing::error!(worker = self.me, error = %e, "a write-back failed (Icache blocks or staged data pages)");
                 false
             });
-            self.log_work_max = self.log_work_max.max(log_start.elapsed());
+            let log_work = log_start.elapsed();
+            self.log_work_max = self.log_work_max.max(log_work);
+            self.log_work_total += log_work;
             let drained = self.drain(&mut poller);
             if polled? + drained > 0 {
                 last_work = Instant::now();
+                if wait.is_zero() {
+                    self.busy += last_work - round_start;
+                }
             } else if spinning && own_core {
                 // Instead of a yield (about as long), watch the rings: a request forwarded
                 // here, or the reply to one forwarded from here, is served at once rather
@@ -696,6 +715,10 @@ impl Worker {
                     let _ = self.drain(&mut poller);
                     let _ = poller.poll(Some(Duration::ZERO), |_, _| {});
                     let served = self.slice.store().stats();
+                    // Before the stopping checkpoint: what serving cost.
+                    let now = thread_usage();
+                    let [faults, switches, preempted] =
+                        std::array::from_fn::<i64, 3, _>(|k| now[k] - usage_at_start[k]);
                     if let Err(e) = self.slice.store().checkpoint() {
                         tracing::error!(worker = self.me, error = %e, "checkpoint failed");
                     }
@@ -713,6 +736,12 @@ impl Worker {
                         icache_write_backs = served.icache.write_backs,
                         icache_misses = served.icache.misses,
                         log_work_max_us = %format_args!("{:.0}", self.log_work_max.as_secs_f64() * 1e6),
+                        log_work_ms = %format_args!("{:.1}", self.log_work_total.as_secs_f64() * 1e3),
+                        frames = self.frames,
+                        busy_ms = %format_args!("{:.1}", self.busy.as_secs_f64() * 1e3),
+                        minor_faults = faults,
+                        voluntary_switches = switches,
+                        involuntary_switches = preempted,
                         "worker stopped"
                     );
                     return Ok(());
@@ -736,6 +765,7 @@ impl Worker {
             return;
         };
         let (id, opc, payload) = (frame.header.request_id, frame.header.opcode, frame.payload);
+        self.frames += 1;
         if opc == op::ECHO {
             send_reply(out, conn, id, opc, Ok(payload));
             return;
@@ -1037,6 +1067,21 @@ impl Worker {
         }
         handled
     }
+}
+
+/// This thread's page faults (minor) and context switches (voluntary, involuntary) so far, from
+/// getrusage(RUSAGE_THREAD); zeros where it fails. A worker's stop line gives what its run
+/// added: first-touch faults of growing tables, and preemptions by other threads.
+fn thread_usage() -> [i64; 3] {
+    // SAFETY: `ru` is a plain C struct owned by this frame that getrusage fills in.
+    let (rc, ru) = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        (libc::getrusage(libc::RUSAGE_THREAD, &mut ru), ru)
+    };
+    if rc != 0 {
+        return [0; 3];
+    }
+    [ru.ru_minflt, ru.ru_nvcsw, ru.ru_nivcsw]
 }
 
 /// Pins the calling thread (worker `worker`) to `core` (best effort: a core that does not exist

@@ -223,16 +223,16 @@ impl Slice {
                 hint: Hint::default(),
             }));
         };
-        let fate = if !orphaned.contains(&t.ino) {
-            Fate::Linked
-        } else if orphan && !t.dir {
-            Fate::Orphan
-        } else {
-            // Freed by the relink, unless its blocks took more than one transaction.
-            if self.store.is_orphan(t.ino) {
-                self.store.remove_inode(t.ino).map_err(fail)?;
+        let fate = match orphaned.iter().find(|u| u.ino == t.ino) {
+            None => Fate::Linked,
+            Some(_) if orphan && !t.dir => Fate::Orphan,
+            Some(u) => {
+                // Freed by the relink, unless its blocks took more than one transaction.
+                if !u.freed {
+                    self.store.remove_inode(t.ino).map_err(fail)?;
+                }
+                Fate::Freed
             }
-            Fate::Freed
         };
         Ok(Some(Removed {
             ino: t.ino,
