@@ -978,7 +978,9 @@ impl PStore {
     /// then, so that an Icache write-back never carries a change the log lacks). With
     /// [`Self::defer_settle`] both wait for [`Self::settle`].
     fn end(&mut self) -> Result<(), PStoreError> {
-        if self.tx.is_empty() {
+        // A pending operation's records join `tx` when it is put in place (a deferred relink
+        // leaves `tx` empty until then).
+        if self.tx.is_empty() && self.pending.is_none() {
             return Ok(());
         }
         self.unsettled = true;
@@ -1003,7 +1005,8 @@ impl PStore {
     /// inode images.
     pub fn settle(&mut self) -> Result<(), PStoreError> {
         self.finish_pending();
-        if !std::mem::take(&mut self.unsettled) {
+        // A pending operation may have put no record at all (a relink that changed nothing).
+        if !std::mem::take(&mut self.unsettled) || self.tx.is_empty() {
             return self.deferred_error.take().map_or(Ok(()), Err);
         }
         let mut tx = std::mem::take(&mut self.tx);
@@ -1027,8 +1030,8 @@ impl PStore {
         }
     }
 
-    /// Puts the create answered early in place: its records join the transaction that
-    /// [`Self::settle`] logs (as if the create had made them before its reply).
+    /// Puts the create or relink answered early in place: its records join the transaction
+    /// that [`Self::settle`] logs (as if the operation had made them before its reply).
     fn finish_pending(&mut self) {
         let put = match self.pending.take() {
             None => return,
@@ -1037,10 +1040,6 @@ impl PStore {
         };
         if let Err(e) = put {
             self.deferred_error.get_or_insert(e);
-        }
-        // A relink's records are all put here: its transaction waits for the settle now.
-        if !self.tx.is_empty() {
-            self.unsettled = true;
         }
     }
 

@@ -636,7 +636,7 @@ impl Worker {
         loop {
             let round_start = Instant::now();
             let stopping = self.stop.stop.load(Ordering::SeqCst);
-            let spinning = last_work.elapsed() < self.cfg.spin;
+            let spinning = round_start.duration_since(last_work) < self.cfg.spin;
             let wait = if spinning {
                 Duration::ZERO
             } else {
