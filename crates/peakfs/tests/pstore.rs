@@ -811,7 +811,7 @@ fn a_write_behind_batch_copies_at_staging_joins_neighbours_and_waits_at_its_flus
     let mut batch = WriteBehind::default();
     assert!(
         matches!(
-            zone.pump(&mut batch),
+            zone.pump(&mut batch, &[]),
             Some(Err(ZoneError::NoWriteBackQueue))
         ),
         "a zone without a write-back queue refuses"
@@ -834,11 +834,11 @@ fn a_write_behind_batch_copies_at_staging_joins_neighbours_and_waits_at_its_flus
     ));
     let writes = dev.controller().stats().writes;
     // The first round sends what precedes the flush and stops there.
-    assert!(zone.pump(&mut batch).is_none());
+    assert!(zone.pump(&mut batch, &[]).is_none());
     let mut got = vec![0u8; 4096];
     zone.read(20, &mut got).unwrap();
     assert!(got.iter().all(|&x| x == 0), "page 20 waits for the flush");
-    zone.finish(&mut batch).unwrap();
+    zone.finish(&mut batch, &[]).unwrap();
     assert!(!batch.is_busy());
     // Pages 3 and 4 went as one command, page 20 as another.
     assert_eq!(dev.controller().stats().writes - writes, 2);
@@ -850,10 +850,72 @@ fn a_write_behind_batch_copies_at_staging_joins_neighbours_and_waits_at_its_flus
     zone.stage_write(&mut batch, 30, &[5u8; 4096]).unwrap();
     zone.stage_flush(&mut batch);
     zone.stage_write(&mut batch, 31, &[6u8; 4096]).unwrap();
-    zone.pump(&mut batch);
+    zone.pump(&mut batch, &[]);
     zone.abandon(&mut batch).unwrap();
     zone.read(31, &mut got).unwrap();
     assert!(got.iter().all(|&x| x == 0), "page 31 was never sent");
+}
+
+#[test]
+fn a_shared_write_takes_its_bytes_when_sent_pads_with_zeros_and_a_pump_sends_a_few_commands() {
+    let (_ctrl, dev) = swarm_queues(32 << 20, 512, 2);
+    let zone = Zone::new(dev.clone(), Some(0), 8, 64 * 8)
+        .unwrap()
+        .with_write_back_queue(1)
+        .unwrap();
+    let slot = dev.slot_bytes() as usize;
+    let pages = 3 * slot / 4096;
+    // Stale bytes in every bounce slot of the queue: the padding must not come from them.
+    let mut batch = WriteBehind::default();
+    for p in 0..pages as u64 {
+        zone.stage_write(&mut batch, p, &[0xeeu8; 4096]).unwrap();
+    }
+    zone.finish(&mut batch, &[]).unwrap();
+    // A log-like buffer: its first 5000 bytes at page 0 .. 2 (the second page padded), then,
+    // in a second write, three slots' worth at page 2, which goes as three commands.
+    let mut log: Vec<u8> = (0..3 * slot + 5000).map(|i| (i % 251) as u8).collect();
+    zone.stage_shared(&mut batch, 0, 0..5000, 2 * 4096).unwrap();
+    zone.stage_shared(&mut batch, 2, 5000..5000 + 3 * slot, 3 * slot)
+        .unwrap();
+    assert!(matches!(
+        zone.stage_shared(&mut batch, 63, 0..8192, 8192),
+        Err(ZoneError::Range { .. })
+    ));
+    // Appended after staging: a shared buffer may grow while its staged range stays.
+    log.extend_from_slice(&[9u8; 4096]);
+    let writes = dev.controller().stats().writes;
+    let mut pumps = 0;
+    while zone.pump(&mut batch, &log).is_none() {
+        pumps += 1;
+        assert!(pumps < 1_000_000, "the batch never completed");
+    }
+    assert_eq!(dev.controller().stats().writes - writes, 4);
+    let mut got = vec![0u8; 2 * 4096];
+    zone.read(0, &mut got).unwrap();
+    assert_eq!(&got[..5000], &log[..5000]);
+    assert!(got[5000..].iter().all(|&x| x == 0), "padded with zeros");
+    let mut got = vec![0u8; 3 * slot];
+    zone.read(2, &mut got).unwrap();
+    assert_eq!(got, &log[5000..5000 + 3 * slot]);
+    // A buffer that lacks the staged range fails the batch instead of sending other bytes.
+    zone.stage_shared(&mut batch, 40, 0..4096, 4096).unwrap();
+    assert!(matches!(
+        zone.finish(&mut batch, &log[..100]),
+        Err(ZoneError::Device(_))
+    ));
+    // One pump sends a few commands however many could go: ten separate pages take at least
+    // three pumps, and the first leaves commands queued.
+    for p in 0..10u64 {
+        zone.stage_write(&mut batch, 2 * p, &[p as u8; 4096])
+            .unwrap();
+    }
+    let writes = dev.controller().stats().writes;
+    assert!(zone.pump(&mut batch, &[]).is_none());
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let first = dev.controller().stats().writes - writes;
+    assert!((1..10).contains(&first), "{first} of 10 sent by one pump");
+    zone.finish(&mut batch, &[]).unwrap();
+    assert_eq!(dev.controller().stats().writes - writes, 10);
 }
 
 #[test]

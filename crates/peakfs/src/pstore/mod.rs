@@ -42,7 +42,7 @@ pub mod zone;
 use std::collections::BTreeSet;
 use std::ops::ControlFlow;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use gpu_nvme::device::NvmeDevice;
 
@@ -417,6 +417,11 @@ pub struct PStoreStats {
     pub wal_bytes: u64,
     /// Checkpoints taken since open.
     pub checkpoints: u64,
+    /// The longest of them (a checkpoint holds its caller: a server's worker serves nothing
+    /// meanwhile).
+    pub checkpoint_max: Duration,
+    /// All of them together.
+    pub checkpoint_total: Duration,
     /// Inodes without links kept until freed (open unlinked files).
     pub orphans: u64,
     /// Icache counters.
@@ -467,7 +472,7 @@ impl MetaIo<'_> {
     /// Waits until no write-behind command is in flight (its result is kept for the Icache).
     fn finish_behind(&mut self) {
         if self.behind.started && self.behind.done.is_none() {
-            let r = self.zone.finish(&mut self.behind.batch);
+            let r = self.zone.finish(&mut self.behind.batch, self.wal.buffer());
             self.complete_behind(r);
         }
     }
@@ -535,7 +540,7 @@ impl InodeIo for MetaIo<'_> {
         }
         *self.synced = false;
         self.behind.started = true;
-        if let Some(r) = self.zone.pump(&mut self.behind.batch) {
+        if let Some(r) = self.zone.pump(&mut self.behind.batch, self.wal.buffer()) {
             self.complete_behind(r);
         }
         Ok(true)
@@ -548,7 +553,7 @@ impl InodeIo for MetaIo<'_> {
         if wait {
             self.finish_behind();
         } else if self.behind.done.is_none()
-            && let Some(r) = self.zone.pump(&mut self.behind.batch)
+            && let Some(r) = self.zone.pump(&mut self.behind.batch, self.wal.buffer())
         {
             self.complete_behind(r);
         }
@@ -561,16 +566,19 @@ impl InodeIo for MetaIo<'_> {
 impl MetaIo<'_> {
     /// Stages the log pages not yet written, a flush, and `blocks` (their bytes as they are
     /// now, which the log covers: inode images reach the Icache only after their records
-    /// reached the log buffer).
+    /// reached the log buffer). The log pages are not copied: their frames stay where they
+    /// are in the log's buffer until the batch completed (only then does
+    /// [`Wal::mark_written`] move them), and are copied into the commands as they go out.
     fn stage_behind(&mut self, blocks: &[(u64, &[u8])]) -> Result<(), PStoreError> {
         let b = &mut self.behind;
         // Ordered, as in `sync_log`: data pages, flush, log, flush, inode blocks.
         if self.data.take_unflushed() {
             self.zone.stage_flush(&mut b.batch);
         }
-        if let Some((page, upto, bytes)) = self.wal.unwritten_view() {
+        if let Some((page, upto, frames)) = self.wal.unwritten_range() {
+            let pages = frames.len().div_ceil(PAGE) * PAGE;
             self.zone
-                .stage_write_padded(&mut b.batch, self.wal_start + page, bytes)?;
+                .stage_shared(&mut b.batch, self.wal_start + page, frames, pages)?;
             b.log_upto = Some(upto);
         }
         self.zone.stage_flush(&mut b.batch);
@@ -619,6 +627,8 @@ pub struct PStore {
     /// The Icache write-back in flight, if any.
     behind: Behind,
     checkpoints: u64,
+    checkpoint_max: Duration,
+    checkpoint_total: Duration,
 }
 
 impl Drop for PStore {
@@ -753,6 +763,8 @@ impl PStore {
                 ..Behind::default()
             },
             checkpoints: 0,
+            checkpoint_max: Duration::ZERO,
+            checkpoint_total: Duration::ZERO,
         })
     }
 
@@ -908,6 +920,16 @@ impl PStore {
     /// Writes all state to the inactive checkpoint area, switches the superblock to it and
     /// empties the WAL.
     pub fn checkpoint(&mut self) -> Result<(), PStoreError> {
+        let start = Instant::now();
+        self.write_checkpoint()?;
+        let took = start.elapsed();
+        self.checkpoints += 1;
+        self.checkpoint_max = self.checkpoint_max.max(took);
+        self.checkpoint_total += took;
+        Ok(())
+    }
+
+    fn write_checkpoint(&mut self) -> Result<(), PStoreError> {
         self.settle()?;
         self.commit()?;
         let (cache, mut io) = self.meta_io();
@@ -931,7 +953,6 @@ impl PStore {
         self.sb = sb;
         self.wal.reset();
         self.synced = true;
-        self.checkpoints += 1;
         Ok(())
     }
 
@@ -1849,6 +1870,8 @@ impl PStore {
             wal_bytes: self.wal.len(),
             orphans: self.orphans.len() as u64,
             checkpoints: self.checkpoints,
+            checkpoint_max: self.checkpoint_max,
+            checkpoint_total: self.checkpoint_total,
             icache: self.icache.stats(),
         }
     }

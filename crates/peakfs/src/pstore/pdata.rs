@@ -216,7 +216,7 @@ impl PData {
             return Ok(false);
         }
         self.send_writing(zone)?;
-        match zone.pump(&mut self.batch) {
+        match zone.pump(&mut self.batch, &[]) {
             None => Ok(true),
             Some(r) => self.complete_writing(r).map(|()| false),
         }
@@ -228,7 +228,7 @@ impl PData {
             return Ok(());
         }
         self.send_writing(zone)?;
-        let r = zone.finish(&mut self.batch);
+        let r = zone.finish(&mut self.batch, &[]);
         self.complete_writing(r)
     }
 

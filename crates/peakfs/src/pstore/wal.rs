@@ -15,6 +15,8 @@
 //! written at commit (group commit); the page holding the log end is rewritten by the next
 //! commit. A checkpoint empties the log.
 
+use std::ops::Range;
+
 use super::inode::INODE_BYTES;
 use super::table::PageRun;
 
@@ -419,21 +421,28 @@ impl Wal {
     /// Once the pages are on the device, [`Self::mark_written`] with the bytes covered
     /// records it; frames appended meanwhile stay unwritten.
     pub fn unwritten(&self) -> Option<(u64, usize, Vec<u8>)> {
-        let (first_page, upto, bytes) = self.unwritten_view()?;
-        let mut out = bytes.to_vec();
+        let (first_page, upto, range) = self.unwritten_range()?;
+        let mut out = self.buf[range].to_vec();
         out.resize(out.len().div_ceil(self.page) * self.page, 0);
         Some((first_page, upto, out))
     }
 
     /// As [`Self::unwritten`], without the copy: the unwritten frames from the start of the
-    /// page the first of them is in, unpadded (the last page may end early).
-    pub fn unwritten_view(&self) -> Option<(u64, usize, &[u8])> {
+    /// page the first of them is in, unpadded (the last page may end early), as a range of
+    /// [`Self::buffer`]. Appends leave that range as it is; [`Self::mark_written`] and
+    /// [`Self::reset`] move it.
+    pub fn unwritten_range(&self) -> Option<(u64, usize, Range<usize>)> {
         if !self.has_unwritten() {
             return None;
         }
         let from = self.written / self.page * self.page;
         let first_page = (self.buf_start + from as u64) / self.page as u64;
-        Some((first_page, self.buf.len(), &self.buf[from..]))
+        Some((first_page, self.buf.len(), from..self.buf.len()))
+    }
+
+    /// The log's bytes in memory, from its first page not yet wholly written.
+    pub fn buffer(&self) -> &[u8] {
+        &self.buf
     }
 
     /// Records that the first `upto` bytes of the buffer (as [`Self::unwritten`] returned

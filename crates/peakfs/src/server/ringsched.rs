@@ -733,6 +733,8 @@ impl Worker {
                         hop_served_us = HopTimes::line(&self.hops.served),
                         hop_us = HopTimes::line(&self.hops.hop),
                         checkpoints = served.checkpoints,
+                        checkpoint_max_us = served.checkpoint_max.as_micros(),
+                        checkpoint_ms = %format_args!("{:.1}", served.checkpoint_total.as_secs_f64() * 1e3),
                         icache_write_backs = served.icache.write_backs,
                         icache_misses = served.icache.misses,
                         log_work_max_us = %format_args!("{:.0}", self.log_work_max.as_secs_f64() * 1e6),
