@@ -307,6 +307,20 @@ fn local_logs_keep_the_servers_last_lines_with_the_hop_times_of_forwarded_reques
             field(line, "log_work_max_us").is_some_and(|us| us > 0.0),
             "{line}"
         );
+        // The store was formatted with a checkpoint, which took time (its total is in ms
+        // with one decimal: it may print as 0.0).
+        assert!(
+            field(line, "checkpoints").is_some_and(|n| n >= 1.0),
+            "{line}"
+        );
+        assert!(
+            field(line, "checkpoint_max_us").is_some_and(|us| us > 0.0),
+            "{line}"
+        );
+        assert!(
+            field(line, "checkpoint_ms").is_some_and(|ms| ms >= 0.0),
+            "{line}"
+        );
         // What the thread cost: time in rounds that served something, and its page faults
         // and context switches (getrusage).
         assert!(field(line, "busy_ms").is_some_and(|ms| ms > 0.0), "{line}");

@@ -703,10 +703,19 @@ fn everything_survives_close_and_reopen_across_many_checkpoints() {
         files.push(f.ino);
     }
     s.fsync().unwrap();
+    let st = s.stats();
     assert!(
-        s.stats().checkpoints > 2,
-        "a 16-page WAL forces checkpoints: {:?}",
-        s.stats()
+        st.checkpoints > 2,
+        "a 16-page WAL forces checkpoints: {st:?}"
+    );
+    // Each was timed: the longest is one of them, and no longer than all together.
+    assert!(
+        !st.checkpoint_max.is_zero() && st.checkpoint_max <= st.checkpoint_total,
+        "{st:?}"
+    );
+    assert!(
+        st.checkpoint_total <= st.checkpoint_max * st.checkpoints as u32,
+        "{st:?}"
     );
     drop(s);
     let mut s = PStore::open(dev, &cfg).unwrap();
