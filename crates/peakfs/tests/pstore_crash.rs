@@ -725,3 +725,59 @@ fn a_power_cut_with_a_write_out_of_small_files_in_flight_keeps_what_fsync_acknow
         check_pages(&mut r);
     }
 }
+
+#[test]
+fn a_write_back_start_sends_the_staged_pages_its_log_names_without_waiting_for_them() {
+    // Writes take 200 ms. A write-back's log names the small files' staged pages, which must
+    // be on the medium before it: they go out on the write-back queue ahead of the batch's
+    // flush, and the write that starts the batch does not wait for them.
+    let (_ctrl, dev) = swarm_slow_writes(32 << 20, 4096, 2, 200_000.0);
+    let mut cfg = write_out_config();
+    cfg.icache_blocks = 8;
+    cfg.dirty_ratio = 0.25;
+    let mut s = PStore::format(dev.clone(), &cfg).unwrap();
+    let content = |k: u16| -> Vec<u8> { (0..3901u32).map(|i| (i as u16 ^ k) as u8).collect() };
+    let mut longest = std::time::Duration::ZERO;
+    let mut started = None;
+    for k in 0..96u16 {
+        let t = std::time::Instant::now();
+        let f = s
+            .create(1, &many_name(k), REG, 0, 0, Hint::default())
+            .unwrap();
+        s.write(f.ino, 0, &content(k)).unwrap();
+        // A stage of 96 pages is no full stage: only an Icache write-back can be in flight.
+        let in_flight = s.pump().unwrap();
+        longest = longest.max(t.elapsed());
+        if in_flight {
+            started = Some(k);
+            break;
+        }
+    }
+    let started = started.expect("no write-back in flight after 96 files");
+    assert!(
+        longest < std::time::Duration::from_millis(100),
+        "a create and write took {longest:?}: the staged pages were waited for"
+    );
+    while s.pump().unwrap() {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    // Without a commit the log of the batch is all that reopening finds. It covers every
+    // file before the one whose create started it (whose write came after), and each file
+    // it names has its bytes, not the zeros of pages that never landed.
+    drop(s);
+    let mut r = PStore::open(dev, &cfg).unwrap();
+    let got = state(&mut r);
+    for k in 0..=started {
+        match got.get(&many_name(k)) {
+            Some(c) if *c == content(k) => {}
+            Some(c) if k == started && c.is_empty() => {}
+            None if k == started => {}
+            other => panic!(
+                "file {k} of {started}: {:?} bytes, {:?} zeros",
+                other.map(Vec::len),
+                other.map(|c| c.iter().filter(|&&b| b == 0).count())
+            ),
+        }
+    }
+    check_pages(&mut r);
+}

@@ -109,6 +109,9 @@ pub enum PStoreError {
     /// an argument is out of range
     #[error("invalid argument: {0}")]
     Invalid(String),
+    /// the data pages a log write names did not reach the device (they are staged again)
+    #[error("the data pages named by the log failed to write")]
+    DataNotWritten,
 }
 
 /// Sizing of a worker's PStore.
@@ -438,8 +441,11 @@ struct Behind {
     started: bool,
     /// The log bytes its log pages cover ([`Wal::mark_written`] once they are durable).
     log_upto: Option<usize>,
+    /// Its first command waits for the data write-out that holds the pages its log names
+    /// ([`PData::write_out_failures`] as it was then).
+    after_data: Option<u64>,
     /// Its result once complete, until the Icache takes it.
-    done: Option<Result<(), ZoneError>>,
+    done: Option<Result<(), PStoreError>>,
 }
 
 /// The icache's view of the device: inode blocks, and the log (with the staged data pages it
@@ -457,7 +463,7 @@ struct MetaIo<'a> {
 impl MetaIo<'_> {
     /// Records the result of the write-behind: its log pages are written if it succeeded
     /// (otherwise the next log write writes them again).
-    fn complete_behind(&mut self, r: Result<(), ZoneError>) {
+    fn complete_behind(&mut self, r: Result<(), PStoreError>) {
         match self.behind.log_upto.take() {
             Some(upto) if r.is_ok() => self.wal.mark_written(upto),
             _ => {}
@@ -472,9 +478,59 @@ impl MetaIo<'_> {
     /// Waits until no write-behind command is in flight (its result is kept for the Icache).
     fn finish_behind(&mut self) {
         if self.behind.started && self.behind.done.is_none() {
-            let r = self.zone.finish(&mut self.behind.batch, self.wal.buffer());
+            let r = match self.behind.after_data.take() {
+                Some(failures) => {
+                    let data = self.data.finish_writing(self.zone);
+                    self.data_written(data, failures)
+                }
+                None => Ok(()),
+            };
+            let r = r.and_then(|()| {
+                Ok(self
+                    .zone
+                    .finish(&mut self.behind.batch, self.wal.buffer())?)
+            });
             self.complete_behind(r);
         }
+    }
+
+    /// Moves the write-behind on without waiting: its commands go once the data pages its
+    /// log names are on the device. Returns its result once complete.
+    fn pump_behind(&mut self) -> Option<Result<(), PStoreError>> {
+        if let Some(failures) = self.behind.after_data {
+            let data = match self.data.pump_writing(self.zone) {
+                Ok(true) => return None,
+                Ok(false) => Ok(()),
+                Err(e) => Err(e),
+            };
+            self.behind.after_data = None;
+            if let Err(e) = self.data_written(data, failures) {
+                return Some(Err(e));
+            }
+        }
+        let r = self.zone.pump(&mut self.behind.batch, self.wal.buffer())?;
+        Some(r.map_err(PStoreError::from))
+    }
+
+    /// Whether the data write-out awaited by the write-behind put its pages on the device:
+    /// its own result, or a failure that another caller took meanwhile. If not, the batch
+    /// (nothing of it sent yet) is dropped: its log must not reach the device first.
+    fn data_written(
+        &mut self,
+        data: Result<(), PStoreError>,
+        failures: u64,
+    ) -> Result<(), PStoreError> {
+        let r = data.and_then(|()| {
+            if self.data.write_out_failures() == failures {
+                Ok(())
+            } else {
+                Err(PStoreError::DataNotWritten)
+            }
+        });
+        if r.is_err() {
+            let _ = self.zone.abandon(&mut self.behind.batch);
+        }
+        r
     }
 
     /// Writes the staged data pages, then the unwritten WAL frames, and flushes the device
@@ -529,18 +585,23 @@ impl InodeIo for MetaIo<'_> {
         // The Icache takes each result before it starts another; anything left is waited out.
         self.finish_behind();
         self.behind.done = None;
-        // The log names the staged data pages: they go first, as in `sync_log`.
-        self.data.write_out(self.zone)?;
+        // The log names the staged data pages: they go first, as in `sync_log`, on this
+        // queue too (the batch's first command, a flush, waits for them). Written here and
+        // waited for, a stage of 256 pages held the worker about a millisecond.
+        let failures = self.data.write_out_failures();
+        self.data.start_write_out(self.zone)?;
+        self.behind.after_data = Some(failures);
         let staged = self.stage_behind(blocks);
         if staged.is_err() {
             self.behind.batch = WriteBehind::default();
             self.behind.log_upto = None;
+            self.behind.after_data = None;
             self.data.mark_unflushed();
             return staged.map(|()| false);
         }
         *self.synced = false;
         self.behind.started = true;
-        if let Some(r) = self.zone.pump(&mut self.behind.batch, self.wal.buffer()) {
+        if let Some(r) = self.pump_behind() {
             self.complete_behind(r);
         }
         Ok(true)
@@ -553,13 +614,13 @@ impl InodeIo for MetaIo<'_> {
         if wait {
             self.finish_behind();
         } else if self.behind.done.is_none()
-            && let Some(r) = self.zone.pump(&mut self.behind.batch, self.wal.buffer())
+            && let Some(r) = self.pump_behind()
         {
             self.complete_behind(r);
         }
         let r = self.behind.done.take()?;
         self.behind.started = false;
-        Some(r.map_err(PStoreError::from))
+        Some(r)
     }
 }
 

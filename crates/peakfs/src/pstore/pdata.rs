@@ -17,6 +17,8 @@
 //! one ([`PData::take_unflushed`]): a mapping never becomes durable before the data it maps,
 //! even on a drive whose cache writes blocks back in any order, and a worker pays one round
 //! trip to its NVMe queue per batch instead of one per small write. Reads see staged pages.
+//! An Icache write-back, whose log goes out behind the worker, hands the staged pages to the
+//! write-out below instead of waiting for them, and its batch's flush waits for that.
 //!
 //! A batch that fills up between commits goes out on the worker's write-back queue without
 //! being waited for: the write that fills it only hands its pages over, and the pump after its
@@ -57,6 +59,8 @@ pub struct PData {
     unsent: bool,
     /// Data pages were written to the device since the last flush.
     unflushed: bool,
+    /// Write-outs on the write-back queue that failed, ever (see [`Self::write_out_failures`]).
+    failed_write_outs: u64,
 }
 
 /// Device writes of whole pages gathered for one request, `(zone page, bytes)`: the client's
@@ -84,6 +88,7 @@ impl PData {
             batch: WriteBehind::small(),
             unsent: false,
             unflushed: false,
+            failed_write_outs: 0,
         }
     }
 
@@ -168,11 +173,16 @@ impl PData {
     /// without one writes them out now), after the write-out still in flight, if any.
     /// The write that calls this only hands the pages over: they are copied into the batch
     /// and submitted by the next pump (after its reply) or by whatever waits for them first.
-    fn start_write_out(&mut self, zone: &Zone) -> Result<(), PStoreError> {
+    /// An Icache write-back hands over the pages its log names this way, and its batch waits
+    /// for them ([`Self::write_out_failures`]).
+    pub(super) fn start_write_out(&mut self, zone: &Zone) -> Result<(), PStoreError> {
         if !zone.writes_behind() {
             return self.write_out(zone);
         }
         self.finish_writing(zone)?;
+        if self.staged.is_empty() {
+            return Ok(());
+        }
         self.writing = std::mem::take(&mut self.staged);
         self.unsent = true;
         self.unflushed = true;
@@ -201,6 +211,7 @@ impl PData {
     fn complete_writing(&mut self, r: Result<(), ZoneError>) -> Result<(), PStoreError> {
         let written = std::mem::take(&mut self.writing);
         if let Err(e) = r {
+            self.failed_write_outs += 1;
             for (p, page) in written {
                 self.staged.entry(p).or_insert(page);
             }
@@ -222,8 +233,16 @@ impl PData {
         }
     }
 
+    /// Write-outs on the write-back queue that failed so far. Whoever waits for pages handed
+    /// over by [`Self::start_write_out`] compares it before and after: once nothing is in
+    /// flight and no write-out failed meanwhile, those pages are on the device (a failure may
+    /// have been taken by another caller, which then got its error).
+    pub(super) fn write_out_failures(&self) -> u64 {
+        self.failed_write_outs
+    }
+
     /// Waits for the write-out in flight, if any.
-    fn finish_writing(&mut self, zone: &Zone) -> Result<(), PStoreError> {
+    pub(super) fn finish_writing(&mut self, zone: &Zone) -> Result<(), PStoreError> {
         if self.writing.is_empty() {
             return Ok(());
         }

@@ -45,7 +45,8 @@ fn fail(e: PStoreError) -> Failure {
         PStoreError::Zone(_)
         | PStoreError::Bitmap(_)
         | PStoreError::Inode { .. }
-        | PStoreError::Corrupt(_) => Errno::EIO,
+        | PStoreError::Corrupt(_)
+        | PStoreError::DataNotWritten => Errno::EIO,
     };
     (errno, e.to_string())
 }
