@@ -397,6 +397,41 @@ fn a_full_stage_goes_out_without_the_write_waiting_and_stays_readable_until_it_l
 }
 
 #[test]
+fn a_full_stage_sent_over_many_pumps_lands_whole() {
+    // A fast device: the pages sent by one pump have landed before the next pump sends more.
+    let (ssd, dev) = swarm_queues(32 << 20, 4096, 2);
+    let cfg = write_out_config();
+    let mut s = PStore::format(dev.clone(), &cfg).unwrap();
+    let content = |i: u16| -> Vec<u8> { (0..3901u32).map(|k| (k as u16 ^ !i) as u8).collect() };
+    let mut files = Vec::new();
+    for i in 0..260u16 {
+        let f = s
+            .create(1, format!("s{i}").as_bytes(), REG, 0, 0, Hint::default())
+            .unwrap();
+        s.write(f.ino, 0, &content(i)).unwrap();
+        files.push(f.ino);
+    }
+    let mut pumps = 0;
+    while s.pump().unwrap() {
+        pumps += 1;
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+    // 257 pages, a few dozen copied per pump.
+    assert!(pumps >= 4, "{pumps} pumps");
+    assert!(s.stats().staged_pages < 10, "{:?}", s.stats());
+    s.fsync().unwrap();
+    ssd.power_cut().unwrap();
+    drop(s);
+    let mut s = PStore::open(dev, &cfg).unwrap();
+    for (i, &ino) in files.iter().enumerate() {
+        let mut buf = vec![0u8; 3901];
+        assert_eq!(s.read(ino, 0, &mut buf).unwrap(), 3901);
+        assert!(buf == content(i as u16), "file {i}");
+    }
+    check_pages(&mut s);
+}
+
+#[test]
 fn blocks_of_a_file_whose_inode_is_elsewhere_live_in_the_hashtable() {
     let (_c, dev) = swarm(32 << 20, 4096);
     let mut s = PStore::format(dev, &small_config(4096)).unwrap();

@@ -728,10 +728,10 @@ fn a_power_cut_with_a_write_out_of_small_files_in_flight_keeps_what_fsync_acknow
 
 #[test]
 fn a_write_back_start_sends_the_staged_pages_its_log_names_without_waiting_for_them() {
-    // Writes take 200 ms. A write-back's log names the small files' staged pages, which must
+    // Writes take 400 ms. A write-back's log names the small files' staged pages, which must
     // be on the medium before it: they go out on the write-back queue ahead of the batch's
     // flush, and the write that starts the batch does not wait for them.
-    let (_ctrl, dev) = swarm_slow_writes(32 << 20, 4096, 2, 200_000.0);
+    let (_ctrl, dev) = swarm_slow_writes(32 << 20, 4096, 2, 400_000.0);
     let mut cfg = write_out_config();
     cfg.icache_blocks = 8;
     cfg.dirty_ratio = 0.25;
@@ -755,7 +755,7 @@ fn a_write_back_start_sends_the_staged_pages_its_log_names_without_waiting_for_t
     }
     let started = started.expect("no write-back in flight after 96 files");
     assert!(
-        longest < std::time::Duration::from_millis(100),
+        longest < std::time::Duration::from_millis(200),
         "a create and write took {longest:?}: the staged pages were waited for"
     );
     while s.pump().unwrap() {

@@ -63,8 +63,6 @@ pub const INODES_PER_BLOCK: u64 = (PAGE / INODE_BYTES) as u64;
 const CKPT_DENTRY: u64 = 8 + 1 + 255 + 8;
 /// Most file blocks one write transaction covers.
 const BLOCKS_PER_TX: usize = 64;
-/// Most log bytes a worker's write-back staging buffer is mapped for at start.
-const STAGE_PREFAULT: usize = 8 << 20;
 
 /// Errors of PStore.
 #[derive(Debug, thiserror::Error)]
@@ -781,11 +779,12 @@ impl PStore {
         inos: InodeTable,
         bitmaps: Option<(Bitmap, Bitmap, BlockTable)>,
     ) -> Result<Self, PStoreError> {
-        // An Icache write-back stages the log written since the last one and the blocks over
-        // the dirty limit: room for a log's worth (up to STAGE_PREFAULT) and those blocks.
+        // An Icache write-back copies the blocks it writes into its batch (its log pages are
+        // sent from the log's buffer): at most those over half the dirty limit of twice the
+        // limit (a start that waited for the batch before it).
         let writes_behind = zone.writes_behind();
         let dirty_blocks = (cfg.icache_blocks as f64 * cfg.dirty_ratio) as usize;
-        let stage_bytes = (sb.wal_pages as usize * PAGE).min(STAGE_PREFAULT) + dirty_blocks * PAGE;
+        let stage_bytes = 2 * dirty_blocks.max(1) * PAGE;
         let (islots, pages, blocks) = bitmaps.unwrap_or_else(|| {
             (
                 Bitmap::new(sb.inode_slots),
@@ -800,7 +799,13 @@ impl PStore {
                 sb.inode_slots / INODES_PER_BLOCK,
                 cfg.dirty_ratio,
             ),
-            data: PData::new(sb.data_start, pages, blocks, sb.block_pages),
+            data: {
+                let mut data = PData::new(sb.data_start, pages, blocks, sb.block_pages);
+                if writes_behind {
+                    data.prefault_write_out();
+                }
+                data
+            },
             wal: Wal::new(sb.fs_id, PAGE, sb.wal_pages * PAGE as u64, sb.wal_seq),
             zone,
             next_ino: sb.ino_base,
@@ -817,7 +822,7 @@ impl PStore {
             synced: false,
             behind: Behind {
                 batch: if writes_behind {
-                    WriteBehind::prefaulted(stage_bytes)
+                    WriteBehind::default().prefaulted(stage_bytes)
                 } else {
                     WriteBehind::default()
                 },

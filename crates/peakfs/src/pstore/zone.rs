@@ -148,11 +148,10 @@ impl WriteBehind {
     /// a write-back then stages into memory already mapped. Grown on first use instead, the
     /// page faults of a few MB held a fresh server's worker up for 3-6 ms in one write-back
     /// start on 16 cores (bench/results/2026-11-26-peakfs-answer-first).
-    pub fn prefaulted(bytes: usize) -> Self {
-        let mut batch = Self::default();
-        batch.buf.resize(bytes, 0);
-        batch.buf.clear();
-        batch
+    pub fn prefaulted(mut self, bytes: usize) -> Self {
+        self.buf.resize(bytes, 0);
+        self.buf.clear();
+        self
     }
 
     /// A batch that keeps to a quarter of the queue's depth (see the type's doc).
@@ -618,7 +617,7 @@ mod tests {
 
     #[test]
     fn a_prefaulted_batch_is_empty_with_its_room_already_there() {
-        let batch = WriteBehind::prefaulted(3 * PAGE);
+        let batch = WriteBehind::default().prefaulted(3 * PAGE);
         assert!(batch.buf.is_empty() && !batch.is_busy());
         assert!(batch.buf.capacity() >= 3 * PAGE);
     }
