@@ -23,12 +23,12 @@
 //! A batch that fills up between commits goes out on the worker's write-back queue without
 //! being waited for: the write that fills it only hands its pages over, and the pumps after
 //! its reply ([`PData::pump_writing`], run between requests) copy them into the batch a few
-//! dozen at a time, submit them and later take the completion. Its pages stay readable from memory until the device has
-//! them, at most one such batch is in flight (the next waits for it, so two writes of one page
-//! are never in flight together), and everything that must follow data on the device (a flush
-//! before a log write, a direct write of the same pages) waits for it first. A failed batch's
-//! pages are staged again, so the next write-out (at the latest the commit, whose caller gets
-//! the error) retries them.
+//! dozen at a time, submit them and later take the completion. Its pages stay readable from
+//! memory until the device has them, at most one such batch is in flight (the next waits for
+//! it, so two writes of one page are never in flight together), and everything that must
+//! follow data on the device (a flush before a log write, a direct write of the same pages)
+//! waits for it first. A failed batch's pages are staged again, so the next write-out (at the
+//! latest the commit, whose caller gets the error) retries them.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -175,7 +175,7 @@ impl PData {
     /// Sends every staged page to the device on the write-back queue without waiting (a zone
     /// without one writes them out now), after the write-out still in flight, if any.
     /// The write that calls this only hands the pages over: they are copied into the batch
-    /// and submitted by the next pump (after its reply) or by whatever waits for them first.
+    /// and submitted by the next pumps (after its reply) or by whatever waits for them first.
     /// An Icache write-back hands over the pages its log names this way, and its batch waits
     /// for them ([`Self::write_out_failures`]).
     pub(super) fn start_write_out(&mut self, zone: &Zone) -> Result<(), PStoreError> {

@@ -100,8 +100,9 @@ enum Staged {
     Flush,
 }
 
-/// A batch of writes and flushes on the zone's write-back queue, copied when staged and
-/// completed by polling ([`Zone::pump`]): the caller goes on with other work meanwhile.
+/// A batch of writes and flushes on the zone's write-back queue, copied when staged (a range
+/// of a buffer that stays put, when sent: [`Zone::stage_shared`]) and completed by polling
+/// ([`Zone::pump`]): the caller goes on with other work meanwhile.
 /// Commands go out in order up to a window; a flush is a barrier.
 ///
 /// Two batches may be in flight on one queue, an Icache write-back (half of the queue's depth
