@@ -493,16 +493,15 @@ impl MetaIo<'_> {
     }
 
     /// Moves the write-behind on without waiting: its commands go once the data pages its
-    /// log names are on the device. Returns its result once complete.
+    /// log names are on the device. Returns its result once complete. The data write-out is
+    /// not pumped here: [`PStore::pump`] does that first, every round.
     fn pump_behind(&mut self) -> Option<Result<(), PStoreError>> {
         if let Some(failures) = self.behind.after_data {
-            let data = match self.data.pump_writing(self.zone) {
-                Ok(true) => return None,
-                Ok(false) => Ok(()),
-                Err(e) => Err(e),
-            };
+            if self.data.is_writing() {
+                return None;
+            }
             self.behind.after_data = None;
-            if let Err(e) = self.data_written(data, failures) {
+            if let Err(e) = self.data_written(Ok(()), failures) {
                 return Some(Err(e));
             }
         }
@@ -1034,6 +1033,7 @@ impl PStore {
     /// in flight. A failed one is returned here: its blocks dirty again, its pages staged
     /// again.
     pub fn pump(&mut self) -> Result<bool, PStoreError> {
+        // Data first: an Icache write-back may wait for the pages its log names.
         let data = self.data.pump_writing(&self.zone);
         let (cache, mut io) = self.meta_io();
         let icache = cache.poll_write_behind(&mut io, false)?;

@@ -252,6 +252,11 @@ impl PData {
         }
     }
 
+    /// Whether a write-out is in flight (or handed over and not yet complete).
+    pub(super) fn is_writing(&self) -> bool {
+        !self.writing.is_empty()
+    }
+
     /// Write-outs on the write-back queue that failed so far. Whoever waits for pages handed
     /// over by [`Self::start_write_out`] compares it before and after: once nothing is in
     /// flight and no write-out failed meanwhile, those pages are on the device (a failure may
