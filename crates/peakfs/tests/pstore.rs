@@ -8,7 +8,7 @@ use std::sync::Arc;
 use gpu_nvme::controller::file::{FileController, FileControllerConfig};
 use gpu_nvme::device::{DeviceConfig, NvmeDevice};
 use peakfs::pstore::inode::Hint;
-use peakfs::pstore::zone::{WriteBehind, Zone, ZoneError};
+use peakfs::pstore::zone::{KeyedPages, LateBytes, WriteBehind, Zone, ZoneError};
 use peakfs::pstore::{NewInode, PStore, PStoreConfig, PStoreError, Relink, SetAttr, Unlinked};
 use proptest::prelude::*;
 use pstore_support::{
@@ -855,7 +855,7 @@ fn a_write_behind_batch_copies_at_staging_joins_neighbours_and_waits_at_its_flus
     let mut batch = WriteBehind::default();
     assert!(
         matches!(
-            zone.pump(&mut batch, &[]),
+            zone.pump(&mut batch, &LateBytes::NONE),
             Some(Err(ZoneError::NoWriteBackQueue))
         ),
         "a zone without a write-back queue refuses"
@@ -878,11 +878,11 @@ fn a_write_behind_batch_copies_at_staging_joins_neighbours_and_waits_at_its_flus
     ));
     let writes = dev.controller().stats().writes;
     // The first round sends what precedes the flush and stops there.
-    assert!(zone.pump(&mut batch, &[]).is_none());
+    assert!(zone.pump(&mut batch, &LateBytes::NONE).is_none());
     let mut got = vec![0u8; 4096];
     zone.read(20, &mut got).unwrap();
     assert!(got.iter().all(|&x| x == 0), "page 20 waits for the flush");
-    zone.finish(&mut batch, &[]).unwrap();
+    zone.finish(&mut batch, &LateBytes::NONE).unwrap();
     assert!(!batch.is_busy());
     // Pages 3 and 4 went as one command, page 20 as another.
     assert_eq!(dev.controller().stats().writes - writes, 2);
@@ -894,7 +894,7 @@ fn a_write_behind_batch_copies_at_staging_joins_neighbours_and_waits_at_its_flus
     zone.stage_write(&mut batch, 30, &[5u8; 4096]).unwrap();
     zone.stage_flush(&mut batch);
     zone.stage_write(&mut batch, 31, &[6u8; 4096]).unwrap();
-    zone.pump(&mut batch, &[]);
+    zone.pump(&mut batch, &LateBytes::NONE);
     zone.abandon(&mut batch).unwrap();
     zone.read(31, &mut got).unwrap();
     assert!(got.iter().all(|&x| x == 0), "page 31 was never sent");
@@ -914,7 +914,7 @@ fn a_shared_write_takes_its_bytes_when_sent_pads_with_zeros_and_a_pump_sends_a_f
     for p in 0..pages as u64 {
         zone.stage_write(&mut batch, p, &[0xeeu8; 4096]).unwrap();
     }
-    zone.finish(&mut batch, &[]).unwrap();
+    zone.finish(&mut batch, &LateBytes::NONE).unwrap();
     // A log-like buffer: its first 5000 bytes at page 0 .. 2 (the second page padded), then,
     // in a second write, three slots' worth at page 2, which goes as three commands.
     let mut log: Vec<u8> = (0..3 * slot + 5000).map(|i| (i % 251) as u8).collect();
@@ -929,7 +929,7 @@ fn a_shared_write_takes_its_bytes_when_sent_pads_with_zeros_and_a_pump_sends_a_f
     log.extend_from_slice(&[9u8; 4096]);
     let writes = dev.controller().stats().writes;
     let mut pumps = 0;
-    while zone.pump(&mut batch, &log).is_none() {
+    while zone.pump(&mut batch, &LateBytes::shared(&log)).is_none() {
         pumps += 1;
         assert!(pumps < 1_000_000, "the batch never completed");
     }
@@ -944,7 +944,7 @@ fn a_shared_write_takes_its_bytes_when_sent_pads_with_zeros_and_a_pump_sends_a_f
     // A buffer that lacks the staged range fails the batch instead of sending other bytes.
     zone.stage_shared(&mut batch, 40, 0..4096, 4096).unwrap();
     assert!(matches!(
-        zone.finish(&mut batch, &log[..100]),
+        zone.finish(&mut batch, &LateBytes::shared(&log[..100])),
         Err(ZoneError::Device(_))
     ));
     // One pump sends a few commands however many could go: ten separate pages take at least
@@ -954,12 +954,86 @@ fn a_shared_write_takes_its_bytes_when_sent_pads_with_zeros_and_a_pump_sends_a_f
             .unwrap();
     }
     let writes = dev.controller().stats().writes;
-    assert!(zone.pump(&mut batch, &[]).is_none());
+    assert!(zone.pump(&mut batch, &LateBytes::NONE).is_none());
     std::thread::sleep(std::time::Duration::from_millis(20));
     let first = dev.controller().stats().writes - writes;
     assert!((1..10).contains(&first), "{first} of 10 sent by one pump");
-    zone.finish(&mut batch, &[]).unwrap();
+    zone.finish(&mut batch, &LateBytes::NONE).unwrap();
     assert_eq!(dev.controller().stats().writes - writes, 10);
+}
+
+/// Pages by key for keyed writes: key k is a page of byte `k` while present.
+struct Pages(std::collections::BTreeMap<u64, Vec<u8>>);
+
+impl KeyedPages for Pages {
+    fn page(&self, key: u64) -> Option<&[u8]> {
+        self.0.get(&key).map(|p| &p[..])
+    }
+}
+
+#[test]
+fn a_keyed_write_takes_its_pages_when_sent_one_command_per_slot_and_a_missing_page_fails_it() {
+    let (_ctrl, dev) = swarm_queues(32 << 20, 512, 2);
+    let zone = Zone::new(dev.clone(), Some(0), 8, 64 * 8)
+        .unwrap()
+        .with_write_back_queue(1)
+        .unwrap();
+    let per_slot = dev.slot_bytes() as u64 / 4096;
+    let keys = 2 * per_slot + 3;
+    let mut pages = Pages((0..keys).map(|k| (k, vec![1u8; 4096])).collect());
+    let mut batch = WriteBehind::default();
+    // Keys 0.. at page 5: three commands, and nothing copied yet.
+    zone.stage_keyed(&mut batch, 5, 0..keys).unwrap();
+    assert!(matches!(
+        zone.stage_keyed(&mut batch, 60, 0..8),
+        Err(ZoneError::Range { .. })
+    ));
+    // Changed after staging, before sending: the device gets the pages as they are then.
+    for (k, p) in pages.0.iter_mut() {
+        p.fill(*k as u8 + 10);
+    }
+    let writes = dev.controller().stats().writes;
+    zone.finish(
+        &mut batch,
+        &LateBytes {
+            shared: &[],
+            pages: &pages,
+        },
+    )
+    .unwrap();
+    assert_eq!(dev.controller().stats().writes - writes, 3);
+    let mut got = vec![0u8; keys as usize * 4096];
+    zone.read(5, &mut got).unwrap();
+    for (k, page) in got.chunks(4096).enumerate() {
+        assert!(page.iter().all(|&x| x == k as u8 + 10), "key {k}");
+    }
+    // A key the pages lack fails the batch instead of sending other bytes; so does a page of
+    // the wrong size.
+    pages.0.remove(&1);
+    zone.stage_keyed(&mut batch, 50, 0..2).unwrap();
+    let late = LateBytes {
+        shared: &[],
+        pages: &pages,
+    };
+    assert!(matches!(
+        zone.finish(&mut batch, &late),
+        Err(ZoneError::Device(_))
+    ));
+    pages.0.insert(1, vec![0u8; 100]);
+    zone.stage_keyed(&mut batch, 50, 1..2).unwrap();
+    let late = LateBytes {
+        shared: &[],
+        pages: &pages,
+    };
+    assert!(matches!(
+        zone.finish(&mut batch, &late),
+        Err(ZoneError::Device(_))
+    ));
+    zone.read(50, &mut got[..2 * 4096]).unwrap();
+    assert!(
+        got[..2 * 4096].iter().all(|&x| x == 0),
+        "pages 50-51 never sent"
+    );
 }
 
 #[test]

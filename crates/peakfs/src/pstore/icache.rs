@@ -12,14 +12,17 @@
 //!
 //! Reads are synchronous, so *read* lasts for the duration of one device call. A write-back
 //! over the dirty limit goes *behind* when the I/O can ([`InodeIo::start_write_behind`]): the
-//! log and the blocks' bytes as they are now are handed over, the blocks stay in *write* while
-//! the owner goes on, and [`Icache::poll_write_behind`] returns them to *ready* once the
-//! device has them (a block changed meanwhile is *dirty* again and goes in a later batch).
+//! blocks stay in *write* while the owner goes on, each block's bytes are taken from the cache
+//! as its command goes out, and [`Icache::poll_write_behind`] returns them to *ready* once the
+//! device has them. A block changed meanwhile is *dirty* again and goes in a later batch; the
+//! first change copies it as it was, and that copy is what the batch sends (its log covers
+//! the block as it was at the start, not the change).
 //! One batch is in flight at a time; when the dirty blocks reach twice the limit anyway, the
 //! next write waits for it. Otherwise, and for eviction and [`Icache::flush`], the blocks of a
 //! batch go to the device in one call, their writes in flight together.
 
 use super::table::U64Map;
+use super::zone::KeyedPages;
 
 /// Where cache blocks come from and go to.
 pub trait InodeIo {
@@ -31,15 +34,28 @@ pub trait InodeIo {
     /// [`InodeIo::before_write_back`]); on an error any of them may have been written.
     fn write_blocks(&mut self, blocks: &[(u64, &[u8])]) -> Result<(), Self::Error>;
     /// Makes the log durable before any inode reaches its home location (the WAL rule).
-    fn before_write_back(&mut self) -> Result<(), Self::Error>;
-    /// Starts writing the log, then (once it is durable) `blocks` without waiting; the bytes
-    /// are taken now. `Ok(false)`: this I/O cannot, the caller writes them synchronously.
-    fn start_write_behind(&mut self, _blocks: &[(u64, &[u8])]) -> Result<bool, Self::Error> {
+    /// `sent` gives the blocks of a write-behind in flight (see
+    /// [`InodeIo::start_write_behind`]), which this may wait for.
+    fn before_write_back(&mut self, sent: &dyn KeyedPages) -> Result<(), Self::Error>;
+    /// Starts writing the log, then (once it is durable) inode blocks `blocks` without
+    /// waiting. Each block's bytes are taken from `sent` (keyed by block) when its write goes
+    /// out, in this call or a later one given `sent` again: they are the bytes it had now.
+    /// `Ok(false)`: this I/O cannot, the caller writes them synchronously.
+    fn start_write_behind(
+        &mut self,
+        _blocks: &[u64],
+        _sent: &dyn KeyedPages,
+    ) -> Result<bool, Self::Error> {
         Ok(false)
     }
     /// The result of the started write-behind once it is complete (waiting for it with
-    /// `wait`); `None` while it runs, and when none was started.
-    fn poll_write_behind(&mut self, _wait: bool) -> Option<Result<(), Self::Error>> {
+    /// `wait`); `None` while it runs, and when none was started. `sent` as in
+    /// [`InodeIo::start_write_behind`].
+    fn poll_write_behind(
+        &mut self,
+        _wait: bool,
+        _sent: &dyn KeyedPages,
+    ) -> Option<Result<(), Self::Error>> {
         None
     }
 }
@@ -70,6 +86,8 @@ pub struct IcacheStats {
     pub prefetched: u64,
     /// Blocks written back.
     pub write_backs: u64,
+    /// Blocks copied because they changed while their write-back was in flight.
+    pub copied_in_flight: u64,
 }
 
 const NIL: u32 = u32::MAX;
@@ -108,6 +126,11 @@ pub struct Icache {
     max_dirty: usize,
     /// The blocks of the write-behind in flight.
     writing: Vec<u32>,
+    /// Blocks of the write-behind in flight that changed since it started, as they were
+    /// then: what it sends for them.
+    as_started: U64Map<Box<[u8]>>,
+    /// Buffers for `as_started`, kept between write-behinds.
+    spare: Vec<Box<[u8]>>,
     stats: IcacheStats,
 }
 
@@ -136,6 +159,8 @@ impl Icache {
             dirty: 0,
             max_dirty: ((capacity as f64 * dirty_ratio) as usize).max(1),
             writing: Vec::new(),
+            as_started: U64Map::default(),
+            spare: Vec::new(),
             stats: IcacheStats::default(),
         }
     }
@@ -250,7 +275,7 @@ impl Icache {
         {
             return Ok(());
         }
-        io.before_write_back()?;
+        io.before_write_back(&*self)?;
         let dirty: Vec<u32> = blocks
             .iter()
             .copied()
@@ -353,6 +378,16 @@ impl Icache {
     ) -> Result<(), I::Error> {
         let i = self.load(io, block)?;
         let e = &mut self.entries[i as usize];
+        if e.state == State::Write {
+            // The write-behind in flight sends the block as it was when it started.
+            let mut copy = self
+                .spare
+                .pop()
+                .unwrap_or_else(|| vec![0u8; self.page].into_boxed_slice());
+            copy.copy_from_slice(&e.data);
+            self.as_started.insert(block, copy);
+            self.stats.copied_in_flight += 1;
+        }
         e.data[offset..offset + data.len()].copy_from_slice(data);
         if e.state != State::Dirty {
             e.state = State::Dirty;
@@ -384,7 +419,11 @@ impl Icache {
         }
         // In block order: neighbours join one command.
         victims.sort_unstable_by_key(|&i| self.entries[i as usize].block);
-        if !io.start_write_behind(&self.block_bytes(&victims))? {
+        let blocks: Vec<u64> = victims
+            .iter()
+            .map(|&i| self.entries[i as usize].block)
+            .collect();
+        if !io.start_write_behind(&blocks, &*self)? {
             return self.write_back_all(io, &victims);
         }
         for &i in &victims {
@@ -406,9 +445,11 @@ impl Icache {
         if self.writing.is_empty() {
             return Ok(false);
         }
-        let Some(r) = io.poll_write_behind(wait) else {
+        let Some(r) = io.poll_write_behind(wait, &*self) else {
             return Ok(true);
         };
+        let copies = std::mem::take(&mut self.as_started);
+        self.spare.extend(copies.into_values());
         let next = if r.is_ok() {
             State::Ready
         } else {
@@ -435,6 +476,21 @@ impl Icache {
             .filter(|&i| self.entries[i as usize].state == State::Dirty)
             .collect();
         self.write_back_all(io, &dirty)
+    }
+}
+
+/// The bytes a write-behind in flight sends for an inode block: its copy as the write-behind
+/// started if it changed since, else the cached block (unchanged since). Only the blocks of
+/// the write-behind are asked for.
+impl KeyedPages for Icache {
+    fn page(&self, block: u64) -> Option<&[u8]> {
+        match self.as_started.get(&block) {
+            Some(copy) => Some(copy),
+            None => self
+                .index
+                .get(&block)
+                .map(|&i| &self.entries[i as usize].data[..]),
+        }
     }
 }
 
@@ -477,18 +533,19 @@ mod tests {
             }
             Ok(())
         }
-        fn before_write_back(&mut self) -> Result<(), ()> {
+        fn before_write_back(&mut self, _sent: &dyn KeyedPages) -> Result<(), ()> {
             self.log_synced = true;
             self.syncs += 1;
             Ok(())
         }
     }
 
-    /// [`Mem`] whose write-backs go behind: staged copies land when `land` is set.
+    /// [`Mem`] whose write-backs go behind: the blocks land when `land` is set, with the bytes
+    /// the cache gives for them then.
     #[derive(Default)]
     struct Behind {
         mem: Mem,
-        staged: Option<Vec<(u64, Vec<u8>)>>,
+        staged: Option<Vec<u64>>,
         land: bool,
         fail: bool,
     }
@@ -505,16 +562,19 @@ mod tests {
             );
             self.mem.write_blocks(blocks)
         }
-        fn before_write_back(&mut self) -> Result<(), ()> {
-            self.mem.before_write_back()
+        fn before_write_back(&mut self, sent: &dyn KeyedPages) -> Result<(), ()> {
+            self.mem.before_write_back(sent)
         }
-        fn start_write_behind(&mut self, blocks: &[(u64, &[u8])]) -> Result<bool, ()> {
+        fn start_write_behind(&mut self, blocks: &[u64], _: &dyn KeyedPages) -> Result<bool, ()> {
             assert!(self.staged.is_none(), "one write-behind at a time");
-            let copies = blocks.iter().map(|&(b, d)| (b, d.to_vec())).collect();
-            self.staged = Some(copies);
+            self.staged = Some(blocks.to_vec());
             Ok(true)
         }
-        fn poll_write_behind(&mut self, wait: bool) -> Option<Result<(), ()>> {
+        fn poll_write_behind(
+            &mut self,
+            wait: bool,
+            sent: &dyn KeyedPages,
+        ) -> Option<Result<(), ()>> {
             if !(self.land || wait) {
                 return None;
             }
@@ -522,9 +582,10 @@ mod tests {
             if self.fail {
                 return Some(Err(()));
             }
-            for (block, data) in staged {
+            for block in staged {
                 self.mem.writes.push(block);
-                self.mem.blocks[block as usize].copy_from_slice(&data);
+                let data = sent.page(block).expect("a block of the write-behind");
+                self.mem.blocks[block as usize].copy_from_slice(data);
             }
             Some(Ok(()))
         }
@@ -547,9 +608,12 @@ mod tests {
         );
         assert_eq!(c.dirty_blocks(), 2, "blocks in write are not dirty");
         assert!(io.mem.writes.is_empty());
-        // Changed in flight: dirty again, its staged copy holds the old byte.
+        // Changed in flight (twice): dirty again, and the write-behind, which takes the bytes
+        // only as it sends them, gets the block as it was when it started, copied once.
+        c.write(&mut io, 10, 1, &[0x66]).unwrap();
         c.write(&mut io, 10, 1, &[0x77]).unwrap();
         assert_eq!((c.state_of(10), c.dirty_blocks()), (State::Dirty, 3));
+        assert_eq!(c.stats().copied_in_flight, 1);
         assert!(
             c.poll_write_behind(&mut io, false).unwrap(),
             "still in flight"
@@ -558,6 +622,11 @@ mod tests {
         assert!(!c.poll_write_behind(&mut io, false).unwrap());
         assert_eq!(io.mem.writes, vec![0, 10, 20], "in block order");
         assert_eq!((io.mem.blocks[10][0], io.mem.blocks[10][1]), (0xEE, 10));
+        assert_eq!((io.mem.blocks[20][0], io.mem.blocks[20][1]), (0xEE, 20));
+        assert!(
+            c.as_started.is_empty(),
+            "the copy goes with its write-behind"
+        );
         assert_eq!(
             (c.state_of(0), c.state_of(10)),
             (State::Ready, State::Dirty)

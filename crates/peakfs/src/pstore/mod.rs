@@ -53,7 +53,7 @@ use inode::{Hint, INODE_BYTES, Inode, InodeError};
 use pdata::PData;
 use table::{BlockTable, InodeTable, PageRun};
 use wal::{MAX_RECORD, Record, Wal};
-use zone::{PAGE, WriteBehind, Zone, ZoneError};
+use zone::{KeyedPages, LateBytes, PAGE, WriteBehind, Zone, ZoneError};
 
 const SB_MAGIC: u64 = u64::from_le_bytes(*b"PSTORE01");
 const CKPT_MAGIC: u64 = u64::from_le_bytes(*b"PSTCKPT1");
@@ -474,7 +474,8 @@ impl MetaIo<'_> {
     }
 
     /// Waits until no write-behind command is in flight (its result is kept for the Icache).
-    fn finish_behind(&mut self) {
+    /// `sent`: the Icache's blocks ([`InodeIo::start_write_behind`]).
+    fn finish_behind(&mut self, sent: &dyn KeyedPages) {
         if self.behind.started && self.behind.done.is_none() {
             let r = match self.behind.after_data.take() {
                 Some(failures) => {
@@ -484,9 +485,11 @@ impl MetaIo<'_> {
                 None => Ok(()),
             };
             let r = r.and_then(|()| {
-                Ok(self
-                    .zone
-                    .finish(&mut self.behind.batch, self.wal.buffer())?)
+                let late = LateBytes {
+                    shared: self.wal.buffer(),
+                    pages: sent,
+                };
+                Ok(self.zone.finish(&mut self.behind.batch, &late)?)
             });
             self.complete_behind(r);
         }
@@ -495,7 +498,7 @@ impl MetaIo<'_> {
     /// Moves the write-behind on without waiting: its commands go once the data pages its
     /// log names are on the device. Returns its result once complete. The data write-out is
     /// not pumped here: [`PStore::pump`] does that first, every round.
-    fn pump_behind(&mut self) -> Option<Result<(), PStoreError>> {
+    fn pump_behind(&mut self, sent: &dyn KeyedPages) -> Option<Result<(), PStoreError>> {
         if let Some(failures) = self.behind.after_data {
             if self.data.is_writing() {
                 return None;
@@ -505,7 +508,11 @@ impl MetaIo<'_> {
                 return Some(Err(e));
             }
         }
-        let r = self.zone.pump(&mut self.behind.batch, self.wal.buffer())?;
+        let late = LateBytes {
+            shared: self.wal.buffer(),
+            pages: sent,
+        };
+        let r = self.zone.pump(&mut self.behind.batch, &late)?;
         Some(r.map_err(PStoreError::from))
     }
 
@@ -531,9 +538,10 @@ impl MetaIo<'_> {
     }
 
     /// Writes the staged data pages, then the unwritten WAL frames, and flushes the device
-    /// (after any write-behind: the log is written in order).
-    fn sync_log(&mut self) -> Result<(), PStoreError> {
-        self.finish_behind();
+    /// (after any write-behind, `sent` as in [`MetaIo::finish_behind`]: the log is written in
+    /// order).
+    fn sync_log(&mut self, sent: &dyn KeyedPages) -> Result<(), PStoreError> {
+        self.finish_behind(sent);
         self.data.write_out(self.zone)?;
         // Ordered: the data pages are durable before the log that names them is written (a
         // drive's cache may write the log back first; a crash then would leave a file
@@ -571,16 +579,20 @@ impl InodeIo for MetaIo<'_> {
         Ok(self.zone.write_runs(&runs)?)
     }
 
-    fn before_write_back(&mut self) -> Result<(), PStoreError> {
-        self.sync_log()
+    fn before_write_back(&mut self, sent: &dyn KeyedPages) -> Result<(), PStoreError> {
+        self.sync_log(sent)
     }
 
-    fn start_write_behind(&mut self, blocks: &[(u64, &[u8])]) -> Result<bool, PStoreError> {
+    fn start_write_behind(
+        &mut self,
+        blocks: &[u64],
+        sent: &dyn KeyedPages,
+    ) -> Result<bool, PStoreError> {
         if !self.zone.writes_behind() {
             return Ok(false);
         }
         // The Icache takes each result before it starts another; anything left is waited out.
-        self.finish_behind();
+        self.finish_behind(sent);
         self.behind.done = None;
         // The log names the staged data pages: they go first, as in `sync_log`, on this
         // queue too (the batch's first command, a flush, waits for them). Written here and
@@ -598,20 +610,24 @@ impl InodeIo for MetaIo<'_> {
         }
         *self.synced = false;
         self.behind.started = true;
-        if let Some(r) = self.pump_behind() {
+        if let Some(r) = self.pump_behind(sent) {
             self.complete_behind(r);
         }
         Ok(true)
     }
 
-    fn poll_write_behind(&mut self, wait: bool) -> Option<Result<(), PStoreError>> {
+    fn poll_write_behind(
+        &mut self,
+        wait: bool,
+        sent: &dyn KeyedPages,
+    ) -> Option<Result<(), PStoreError>> {
         if !self.behind.started {
             return None;
         }
         if wait {
-            self.finish_behind();
+            self.finish_behind(sent);
         } else if self.behind.done.is_none()
-            && let Some(r) = self.pump_behind()
+            && let Some(r) = self.pump_behind(sent)
         {
             self.complete_behind(r);
         }
@@ -622,12 +638,14 @@ impl InodeIo for MetaIo<'_> {
 }
 
 impl MetaIo<'_> {
-    /// Stages the log pages not yet written, a flush, and `blocks` (their bytes as they are
-    /// now, which the log covers: inode images reach the Icache only after their records
-    /// reached the log buffer). The log pages are not copied: their frames stay where they
-    /// are in the log's buffer until the batch completed (only then does
-    /// [`Wal::mark_written`] move them), and are copied into the commands as they go out.
-    fn stage_behind(&mut self, blocks: &[(u64, &[u8])]) -> Result<(), PStoreError> {
+    /// Stages the log pages not yet written, a flush, and inode blocks `blocks` (in block
+    /// order; their bytes as they are now, which the log covers: inode images reach the
+    /// Icache only after their records reached the log buffer). Nothing is copied now: the
+    /// log's frames stay where they are in its buffer until the batch completed (only then
+    /// does [`Wal::mark_written`] move them), the Icache keeps the blocks as they are now
+    /// until then ([`InodeIo::start_write_behind`]), and each command copies its bytes as it
+    /// goes out.
+    fn stage_behind(&mut self, blocks: &[u64]) -> Result<(), PStoreError> {
         let b = &mut self.behind;
         // Ordered, as in `sync_log`: data pages, flush, log, flush, inode blocks.
         if self.data.take_unflushed() {
@@ -640,9 +658,14 @@ impl MetaIo<'_> {
             b.log_upto = Some(upto);
         }
         self.zone.stage_flush(&mut b.batch);
-        for &(block, bytes) in blocks {
-            self.zone
-                .stage_write(&mut b.batch, self.inode_start + block, bytes)?;
+        // Runs of consecutive blocks, each a command (or a few, one per bounce slot).
+        for run in blocks.chunk_by(|a, b| a + 1 == *b) {
+            let first = run[0];
+            self.zone.stage_keyed(
+                &mut b.batch,
+                self.inode_start + first,
+                first..first + run.len() as u64,
+            )?;
         }
         Ok(())
     }
@@ -778,12 +801,7 @@ impl PStore {
         inos: InodeTable,
         bitmaps: Option<(Bitmap, Bitmap, BlockTable)>,
     ) -> Result<Self, PStoreError> {
-        // An Icache write-back copies the blocks it writes into its batch (its log pages are
-        // sent from the log's buffer): at most those over half the dirty limit of twice the
-        // limit (a start that waited for the batch before it).
         let writes_behind = zone.writes_behind();
-        let dirty_blocks = (cfg.icache_blocks as f64 * cfg.dirty_ratio) as usize;
-        let stage_bytes = 2 * dirty_blocks.max(1) * PAGE;
         let (islots, pages, blocks) = bitmaps.unwrap_or_else(|| {
             (
                 Bitmap::new(sb.inode_slots),
@@ -819,14 +837,9 @@ impl PStore {
             pending: None,
             deferred_error: None,
             synced: false,
-            behind: Behind {
-                batch: if writes_behind {
-                    WriteBehind::default().prefaulted(stage_bytes)
-                } else {
-                    WriteBehind::default()
-                },
-                ..Behind::default()
-            },
+            // An Icache write-back copies nothing into its batch: its log pages and blocks are
+            // taken from the log's buffer and the Icache as they go out.
+            behind: Behind::default(),
             checkpoints: 0,
             checkpoint_max: Duration::ZERO,
             checkpoint_total: Duration::ZERO,
@@ -1024,7 +1037,8 @@ impl PStore {
     /// Writes the WAL and flushes the device: every operation so far becomes durable.
     fn commit(&mut self) -> Result<(), PStoreError> {
         self.synced = false;
-        self.meta_io().1.sync_log()?;
+        let (cache, mut io) = self.meta_io();
+        io.sync_log(&*cache)?;
         self.data.commit_frees()
     }
 

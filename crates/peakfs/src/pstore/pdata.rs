@@ -37,7 +37,7 @@ use super::PStoreError;
 use super::bitmap::Bitmap;
 use super::table::{BlockTable, PageRun};
 use super::wal::Record;
-use super::zone::{PAGE, WriteBehind, Zone, ZoneError};
+use super::zone::{LateBytes, PAGE, WriteBehind, Zone, ZoneError};
 
 /// The data engine state of one worker.
 #[derive(Debug)]
@@ -241,7 +241,7 @@ impl PData {
             return Ok(false);
         }
         self.send_writing(zone, SEND_PAGES_PER_PUMP)?;
-        match zone.pump(&mut self.batch, &[]) {
+        match zone.pump(&mut self.batch, &LateBytes::NONE) {
             None => Ok(true),
             // What was sent is on the device; the rest goes at the next pump.
             Some(Ok(())) if self.unsent.is_some() => Ok(true),
@@ -271,7 +271,7 @@ impl PData {
             return Ok(());
         }
         self.send_writing(zone, usize::MAX)?;
-        let r = zone.finish(&mut self.batch, &[]);
+        let r = zone.finish(&mut self.batch, &LateBytes::NONE);
         self.complete_writing(r)
     }
 

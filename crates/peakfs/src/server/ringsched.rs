@@ -736,6 +736,7 @@ impl Worker {
                         checkpoint_max_us = served.checkpoint_max.as_micros(),
                         checkpoint_ms = %format_args!("{:.1}", served.checkpoint_total.as_secs_f64() * 1e3),
                         icache_write_backs = served.icache.write_backs,
+                        icache_copied_in_flight = served.icache.copied_in_flight,
                         icache_misses = served.icache.misses,
                         log_work_max_us = %format_args!("{:.0}", self.log_work_max.as_secs_f64() * 1e6),
                         log_work_ms = %format_args!("{:.1}", self.log_work_total.as_secs_f64() * 1e3),
