@@ -19,6 +19,26 @@ const REG: u32 = 0o100644;
 const DIR: u32 = 0o040755;
 
 #[test]
+fn the_inode_table_has_room_for_every_inode_slot_from_the_start_and_never_grows() {
+    let (_c, dev) = swarm(32 << 20, 4096);
+    let cfg = small_config(4096);
+    let mut s = PStore::format(dev.clone(), &cfg).unwrap();
+    let room = s.stats().inode_table_room;
+    assert!(room >= s.stats().inode_slots, "{room} entries of room");
+    for i in 0..1500 {
+        s.create(1, format!("f{i}").as_bytes(), REG, 0, 0, Hint::default())
+            .unwrap();
+    }
+    assert_eq!(s.stats().inode_table_room, room, "grown while serving");
+    s.fsync().unwrap();
+    let inodes = s.stats().inodes;
+    drop(s);
+    let s = PStore::open(dev, &cfg).unwrap();
+    assert_eq!(s.stats().inodes, inodes);
+    assert!(s.stats().inode_table_room >= s.stats().inode_slots);
+}
+
+#[test]
 fn created_entries_are_found_listed_in_order_and_unlinked() {
     let (_c, dev) = swarm(32 << 20, 4096);
     let mut s = PStore::format(dev, &small_config(4096)).unwrap();

@@ -152,7 +152,8 @@ impl Icache {
             page,
             blocks_total,
             entries,
-            index: U64Map::default(),
+            // Sized for every block it can hold: it never grows (and rehashes) while serving.
+            index: U64Map::with_capacity_and_hasher(capacity, Default::default()),
             free: (0..capacity as u32).rev().collect(),
             head: NIL,
             tail: NIL,

@@ -63,6 +63,19 @@ pub const INODES_PER_BLOCK: u64 = (PAGE / INODE_BYTES) as u64;
 const CKPT_DENTRY: u64 = 8 + 1 + 255 + 8;
 /// Most file blocks one write transaction covers.
 const BLOCKS_PER_TX: usize = 64;
+/// Most entries the inode table is sized for when a store opens (4 Mi: 8 Mi buckets, about
+/// 136 MiB; a zone in the usual format has that many inode slots at 64 GiB).
+const INODE_TABLE_PRESIZE_MAX: u64 = 1 << 22;
+
+/// An empty inode table with room for every inode slot of the zone (up to
+/// [`INODE_TABLE_PRESIZE_MAX`]): it never grows while serving. Growing rehashed every entry
+/// in one insert, which held a server's worker 0.13, 0.36, 0.59, 1.2, 2.2, 3.9 and 7.3 ms at
+/// 3.5, 7, 14, 29, 57, 115 and 229 K inodes (bench/results/2026-11-27-peakfs-icache-late-copy,
+/// `peakfs-slice-bench`).
+fn inode_table(sb: &Superblock) -> InodeTable {
+    let room = sb.inode_slots.min(INODE_TABLE_PRESIZE_MAX) as usize;
+    InodeTable::with_capacity_and_hasher(room, Default::default())
+}
 
 /// Errors of PStore.
 #[derive(Debug, thiserror::Error)]
@@ -425,6 +438,8 @@ pub struct PStoreStats {
     pub checkpoint_total: Duration,
     /// Inodes without links kept until freed (open unlinked files).
     pub orphans: u64,
+    /// Entries the inode table holds without growing ([`inode_table`]).
+    pub inode_table_room: u64,
     /// Icache counters.
     pub icache: IcacheStats,
 }
@@ -787,7 +802,7 @@ impl PStore {
         };
         // Both superblock copies are replaced so that an older format cannot win.
         zone.write(0, &[0u8; 2 * PAGE])?;
-        let mut s = Self::assemble(zone, sb, cfg, Cart::new(), InodeTable::default(), None)?;
+        let mut s = Self::assemble(zone, sb, cfg, Cart::new(), inode_table(&sb), None)?;
         s.next_ino = cfg.ino_base;
         s.checkpoint()?;
         Ok(s)
@@ -905,7 +920,7 @@ impl PStore {
         }
         let next_ino = u64_(&mut r)?;
         let n = u64_(&mut r)?;
-        let mut inos = InodeTable::default();
+        let mut inos = inode_table(&sb);
         for _ in 0..n {
             let ino = u64_(&mut r)?;
             let slot = u64_(&mut r)?;
@@ -1942,6 +1957,7 @@ impl PStore {
         PStoreStats {
             inodes: self.inos.len() as u64,
             inode_slots: self.sb.inode_slots,
+            inode_table_room: self.inos.capacity() as u64,
             dentries: self.cart.len() as u64,
             blocks: self.data.blocks.len() as u64,
             pages_used: self.data.pages.used(),
