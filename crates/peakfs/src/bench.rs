@@ -43,7 +43,9 @@
 //!   `fraction_of_xfer_{write,read}` (bytes per second against bytes per second): what the
 //!   storage path and the client's data path cost beyond moving the bytes;
 //! - `mdtest-{create,stat,remove}-{empty,3901}-{private,bigdir}`: `files` files per process,
-//!   empty or 3,901 bytes, in a per-process regular directory or in one shared bigdir;
+//!   empty or 3,901 bytes, in a per-process regular directory or in one shared bigdir; the
+//!   stat and remove phases take the files of the process [`BenchConfig::stride`] ranks on
+//!   (mdtest's -N; the paper's runs used it so that no process touched its own files);
 //! - `ior-nn-{write,read}`: one file per process (file-based distribution), 256 KiB
 //!   transfers; each process reads the file another process wrote;
 //! - `ior-n1-{write,read}`: one shared file (I/O-based distribution), 47,008-byte transfers,
@@ -106,6 +108,11 @@ pub struct BenchConfig {
     pub procs: usize,
     /// mdtest files per process.
     pub files: usize,
+    /// mdtest's -N: the stat and remove phases go to the files of process
+    /// `(rank + stride) mod procs` (the paper's runs: no file is stat'ed or removed by the
+    /// process that made it); 0: each process its own.
+    #[serde(default)]
+    pub stride: usize,
     /// ECHO requests per process per echo phase.
     pub echo_ops: u64,
     /// ECHO requests in flight per process in `echo-pipelined`.
@@ -189,6 +196,16 @@ pub fn phases() -> Vec<String> {
     p
 }
 
+/// Whose mdtest files process `rank` of `procs` works on in an `op` phase: its own for a
+/// create, those of the process `stride` ranks on for a stat or remove (mdtest's -N).
+fn files_owner(op: &str, rank: usize, stride: usize, procs: usize) -> usize {
+    if op == "create" {
+        rank
+    } else {
+        (rank + stride) % procs
+    }
+}
+
 /// One worker process: its client and rank.
 #[derive(Debug)]
 pub struct Worker {
@@ -228,10 +245,14 @@ impl Worker {
     }
 
     /// The path of file `i` is this prefix followed by `i`.
-    fn file_prefix(cfg: &BenchConfig, rank: usize, place: &str) -> String {
+    /// The path of process `rank`'s mdtest files of `size` in `place`, up to their number.
+    /// Empty and 3,901-byte files have names of their own (`f` and `s`, the same length), so
+    /// that the create phases of both sizes can run one after the other.
+    fn file_prefix(cfg: &BenchConfig, rank: usize, place: &str, size: &str) -> String {
+        let kind = if size == "3901" { 's' } else { 'f' };
         match place {
-            "private" => format!("{}/p{rank}/f", cfg.root),
-            _ => format!("{}/big/r{rank}.f", cfg.root),
+            "private" => format!("{}/p{rank}/{kind}", cfg.root),
+            _ => format!("{}/big/r{rank}.{kind}", cfg.root),
         }
     }
 
@@ -245,7 +266,7 @@ impl Worker {
             ["echo", "spread"] => {
                 let payload = [0x5au8; ECHO_BYTES];
                 // The names of this process's bigdir files, as the mdtest phases make them.
-                let path = Self::file_prefix(&self.cfg, r, "bigdir");
+                let path = Self::file_prefix(&self.cfg, r, "bigdir", "empty");
                 let prefix = path.rsplit('/').next().unwrap_or_default();
                 let mut name = String::with_capacity(prefix.len() + 20);
                 let layout = *c.layout();
@@ -312,7 +333,8 @@ impl Worker {
                 let mut bytes = 0u64;
                 // One buffer for every path, as mdtest's sprintf into a fixed array: the
                 // harness should not add an allocation per operation that the echo lacks.
-                let prefix = Self::file_prefix(&self.cfg, r, place);
+                let owner = files_owner(op, r, self.cfg.stride, n);
+                let prefix = Self::file_prefix(&self.cfg, owner, place, size);
                 let mut path = String::with_capacity(prefix.len() + 20);
                 for i in 0..files {
                     path.clear();
@@ -700,7 +722,9 @@ pub fn drive(
             .param("workers_per_server", u64::from(setup.layout().workers()))
             .param("reply_poll_us", cfg.reply_poll_us);
         if name.starts_with("mdtest") {
-            b = b.param("files_per_proc", cfg.files as u64);
+            b = b
+                .param("files_per_proc", cfg.files as u64)
+                .param("stride", cfg.stride as u64);
         } else if name.starts_with("ior") || name.starts_with("xfer") {
             b = b.param("bytes_per_proc", cfg.ior_bytes);
             b = b.param(
@@ -753,4 +777,18 @@ pub fn drive(
         records.push(b.finish()?);
     }
     Ok(records)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::files_owner;
+
+    #[test]
+    fn a_stride_sends_stats_and_removes_to_another_process_files_and_creates_to_its_own() {
+        assert_eq!(files_owner("create", 2, 1, 4), 2);
+        assert_eq!(files_owner("stat", 2, 1, 4), 3);
+        assert_eq!(files_owner("remove", 3, 1, 4), 0, "wraps around");
+        assert_eq!(files_owner("stat", 1, 6, 4), 3);
+        assert_eq!(files_owner("remove", 1, 0, 4), 1, "stride 0: its own");
+    }
 }

@@ -15,6 +15,7 @@ fn every_phase_counts_the_operations_of_all_processes_at_one_request_each() {
         master: cluster.master_addr.clone(),
         procs: 2,
         files: 40,
+        stride: 0,
         echo_ops: 300,
         echo_window: 4,
         ior_bytes: 0,
@@ -101,6 +102,51 @@ fn every_phase_counts_the_operations_of_all_processes_at_one_request_each() {
 }
 
 #[test]
+fn creates_of_both_sizes_run_back_to_back_and_a_stride_stats_the_files_of_another_process() {
+    let cluster = Cluster::start(2);
+    drop(cluster.client());
+    let cfg = BenchConfig {
+        master: cluster.master_addr.clone(),
+        procs: 3,
+        files: 12,
+        // Each stat checks the size of process (rank + 1)'s file of its kind.
+        stride: 1,
+        echo_ops: 20,
+        echo_window: 4,
+        ior_bytes: 0,
+        root: "/bench-stride".into(),
+        spawn_prefix: String::new(),
+        spread_dirs: false,
+        reply_poll_us: 0,
+    };
+    // No remove phase: the empty files are still there when the 3,901-byte ones are made.
+    let only = ["create".to_string(), "stat".into()];
+    let records = drive(&cfg, env!("CARGO_BIN_EXE_peakfs").as_ref(), &only).unwrap();
+    let mdtest: Vec<&str> = records
+        .iter()
+        .map(|r| r.workload.as_str())
+        .filter(|w| w.starts_with("mdtest"))
+        .collect();
+    assert_eq!(
+        mdtest,
+        [
+            "mdtest-create-empty-private",
+            "mdtest-stat-empty-private",
+            "mdtest-create-3901-private",
+            "mdtest-stat-3901-private",
+            "mdtest-create-empty-bigdir",
+            "mdtest-stat-empty-bigdir",
+            "mdtest-create-3901-bigdir",
+            "mdtest-stat-3901-bigdir",
+        ]
+    );
+    for r in records.iter().filter(|r| r.workload.starts_with("mdtest")) {
+        assert_eq!(r.ops, 36, "{}", r.workload);
+        assert_eq!(r.parameters["stride"], 1, "{}", r.workload);
+    }
+}
+
+#[test]
 fn worker_processes_exit_by_themselves_when_the_driver_is_done() {
     let cluster = Cluster::start(1);
     drop(cluster.client());
@@ -118,6 +164,7 @@ fn worker_processes_exit_by_themselves_when_the_driver_is_done() {
         master: cluster.master_addr.clone(),
         procs: 2,
         files: 1,
+        stride: 0,
         echo_ops: 50,
         echo_window: 4,
         ior_bytes: 0,

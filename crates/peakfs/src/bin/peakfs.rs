@@ -56,6 +56,11 @@ enum Cmd {
         /// mdtest files per process.
         #[arg(long, default_value_t = 2000)]
         files: usize,
+        /// mdtest's -N: the stat and remove phases go to the files of process (rank + N) mod
+        /// procs, as the paper ran them (no file is stat'ed or removed by the process that
+        /// made it); 0: each process its own.
+        #[arg(long, default_value_t = 0)]
+        stride: usize,
         /// ECHO requests per process per echo phase.
         #[arg(long, default_value_t = 40_000)]
         echo_ops: u64,
@@ -293,6 +298,7 @@ fn main() -> Result<()> {
         Cmd::Bench {
             procs,
             files,
+            stride,
             echo_ops,
             echo_window,
             ior_mib,
@@ -341,6 +347,7 @@ fn main() -> Result<()> {
                 master,
                 procs: *procs,
                 files: *files,
+                stride: *stride,
                 echo_ops: *echo_ops,
                 echo_window: *echo_window,
                 ior_bytes: ior_mib << 20,
