@@ -1,25 +1,5 @@
 #!/usr/bin/env bash
 # Call C: cow (0ad40de) against presize (the inode table and the Icache index sized when a
-# store opens, so that they never grow, and rehash, while serving).
-# Rounds ABBA, 8 procs: empty-file phases in 8 x 1 (6 rounds) and 4 x 2 (4 rounds),
-# 3,901-byte phases in 8 x 1 (5 rounds).
-set -u
-O=${1:?}; nproc; date -u
-AB=bench/results/2026-11-26-peakfs-small-file-write-out/ab.py
-LAT=bench/results/2026-11-26-peakfs-bigdir-latency/lat.py
-md() { # build round cluster workers tag size
-  local b=$1 i=$2 c=$3 w=$4 t=$5 z=$6
-  local f=$O/$t-$b-$i
-  RUST_LOG=info timeout 150 gpu-run/cow/$b/peakfs bench --local-pin --procs 8 --files 10000 --local-cluster $c --local-workers $w --local-data-mib 4096 --only create-$z --only stat-$z --only remove-$z --local-logs $O/logs-$t-$b-$i --json > $f.jsonl 2> $f.err || { echo FAILED $f; tail -3 $f.err; }
-}
-ab() { if (( $1 % 2 )); then echo cow presize; else echo presize cow; fi; }
-for i in $(seq 1 6); do for b in $(ab $i); do md $b $i 8 1 e8x1 empty; done; done
-for i in $(seq 1 5); do for b in $(ab $i); do md $b $i 8 1 s8x1 3901; done; done
-for i in $(seq 1 4); do for b in $(ab $i); do md $b $i 4 2 e4x2 empty; done; done
-{ for t in e8x1 e4x2 s8x1; do echo "== $t: cow presize"; python3 $AB "$O/$t-*.jsonl" cow presize; done; } > $O/summary.txt
-cat $O/summary.txt
-for t in e8x1 e4x2 s8x1; do for b in cow presize; do for i in $(seq 1 6); do [ -f $O/$t-$b-$i.jsonl ] && python3 $LAT $O/$t-$b-$i.jsonl "$t $b $i"; done; done; done > $O/lat.txt
-for t in e8x1 e4x2 s8x1; do for b in cow presize; do echo "== $t $b longest log work per worker (us), sorted, all rounds"; cat $O/logs-$t-$b-*/s*.log | grep -o "log_work_max_us=[0-9]*" | cut -d= -f2 | sort -n | tr '\n' ' '; echo; echo "   blocks written back / copied in flight, all workers and rounds: $(cat $O/logs-$t-$b-*/s*.log | grep -o 'icache_write_backs=[0-9]*' | awk -F= '{s+=$2} END {print s}') / $(cat $O/logs-$t-$b-*/s*.log | grep -o 'icache_copied_in_flight=[0-9]*' | awk -F= '{s+=$2} END {print s}')"; done; done > $O/logwork.txt
-cat $O/logwork.txt
-date -u
-cd $O && tar czf runs.tgz *.jsonl *.err logs-* && rm -rf *.jsonl *.err logs-* && ls
+# store opens, so that they never grow, and rehash, while serving): call A's runs with these
+# two builds.
+exec bash "$(dirname "$0")/call-a.sh" "${1:?}" cow presize

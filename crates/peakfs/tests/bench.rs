@@ -6,24 +6,35 @@ mod client_support;
 use client_support::Cluster;
 use peakfs::bench::{BenchConfig, drive};
 
+/// Two processes of the bench over `cluster` in directory `root`, one request in flight each
+/// (4 in the pipelined echo), no IOR bytes.
+fn config(cluster: &Cluster, root: &str) -> BenchConfig {
+    BenchConfig {
+        master: cluster.master_addr.clone(),
+        procs: 2,
+        files: 10,
+        stride: 0,
+        echo_ops: 100,
+        echo_window: 4,
+        ior_bytes: 0,
+        root: root.into(),
+        spawn_prefix: String::new(),
+        spread_dirs: false,
+        reply_poll_us: 0,
+    }
+}
+
 #[test]
 fn every_phase_counts_the_operations_of_all_processes_at_one_request_each() {
     let cluster = Cluster::start(2);
     // The driver waits for the cluster view like any client.
     drop(cluster.client());
     let cfg = BenchConfig {
-        master: cluster.master_addr.clone(),
-        procs: 2,
         files: 40,
-        stride: 0,
         echo_ops: 300,
-        echo_window: 4,
-        ior_bytes: 0,
-        root: "/bench-test".into(),
-        spawn_prefix: String::new(),
-        spread_dirs: false,
         // The worker processes poll for their replies: the bench runs the same with them.
         reply_poll_us: 20,
+        ..config(&cluster, "/bench-test")
     };
     let only = [
         "create-empty".to_string(),
@@ -106,18 +117,12 @@ fn creates_of_both_sizes_run_back_to_back_and_a_stride_stats_the_files_of_anothe
     let cluster = Cluster::start(2);
     drop(cluster.client());
     let cfg = BenchConfig {
-        master: cluster.master_addr.clone(),
         procs: 3,
         files: 12,
         // Each stat checks the size of process (rank + 1)'s file of its kind.
         stride: 1,
         echo_ops: 20,
-        echo_window: 4,
-        ior_bytes: 0,
-        root: "/bench-stride".into(),
-        spawn_prefix: String::new(),
-        spread_dirs: false,
-        reply_poll_us: 0,
+        ..config(&cluster, "/bench-stride")
     };
     // No remove phase: the empty files are still there when the 3,901-byte ones are made.
     let only = ["create".to_string(), "stat".into()];
@@ -161,17 +166,10 @@ fn worker_processes_exit_by_themselves_when_the_driver_is_done() {
     )
     .unwrap();
     let cfg = BenchConfig {
-        master: cluster.master_addr.clone(),
-        procs: 2,
         files: 1,
-        stride: 0,
         echo_ops: 50,
-        echo_window: 4,
-        ior_bytes: 0,
-        root: "/bench-exit".into(),
         spawn_prefix: format!("bash {}", wrapper.display()),
-        spread_dirs: false,
-        reply_poll_us: 0,
+        ..config(&cluster, "/bench-exit")
     };
     let records = drive(
         &cfg,
