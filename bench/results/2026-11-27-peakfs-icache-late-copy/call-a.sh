@@ -2,16 +2,16 @@
 # Call A: base (31828b2, the head before this change) against cow (an Icache write-back
 # takes its blocks' bytes as each command goes out, copying only blocks changed meanwhile).
 # Rounds ABBA, 8 procs: empty-file phases in 8 x 1 (6 rounds) and 4 x 2 (4 rounds),
-# 3,901-byte phases in 8 x 1 (5 rounds). Usage: call-a.sh OUT [BUILD_A BUILD_B] (builds in
-# gpu-run/cow/; base and cow unless named: call C names others).
+# 3,901-byte phases in 8 x 1 (5 rounds). Usage: call-a.sh OUT [BUILD_A BUILD_B [DIR]]
+# (builds DIR/BUILD; base and cow in gpu-run/cow unless named: calls C and F name others).
 set -u
-O=${1:?}; A=${2:-base}; B=${3:-cow}; nproc; date -u
+O=${1:?}; A=${2:-base}; B=${3:-cow}; G=${4:-gpu-run/cow}; nproc; date -u
 AB=bench/results/2026-11-26-peakfs-small-file-write-out/ab.py
 LAT=bench/results/2026-11-26-peakfs-bigdir-latency/lat.py
 md() { # build round cluster workers tag size
   local b=$1 i=$2 c=$3 w=$4 t=$5 z=$6
   local f=$O/$t-$b-$i
-  RUST_LOG=info timeout 150 gpu-run/cow/$b/peakfs bench --local-pin --procs 8 --files 10000 --local-cluster $c --local-workers $w --local-data-mib 4096 --only create-$z --only stat-$z --only remove-$z --local-logs $O/logs-$t-$b-$i --json > $f.jsonl 2> $f.err || { echo FAILED $f; tail -3 $f.err; }
+  RUST_LOG=info timeout 150 $G/$b/peakfs bench --local-pin --procs 8 --files 10000 --local-cluster $c --local-workers $w --local-data-mib 4096 --only create-$z --only stat-$z --only remove-$z --local-logs $O/logs-$t-$b-$i --json > $f.jsonl 2> $f.err || { echo FAILED $f; tail -3 $f.err; }
 }
 ab() { if (( $1 % 2 )); then echo $A $B; else echo $B $A; fi; }
 for i in $(seq 1 6); do for b in $(ab $i); do md $b $i 8 1 e8x1 empty; done; done
