@@ -869,7 +869,7 @@ fn workers_with_their_own_queues_share_a_namespace_in_disjoint_zones() {
 }
 
 #[test]
-fn a_write_behind_batch_copies_at_staging_joins_neighbours_and_waits_at_its_flush() {
+fn a_write_behind_batch_sends_a_run_of_keys_as_one_command_and_waits_at_its_flush() {
     let (_ctrl, dev) = swarm_queues(32 << 20, 512, 2);
     let zone = Zone::new(dev.clone(), Some(0), 8, 64 * 8).unwrap();
     let mut batch = WriteBehind::default();
@@ -885,24 +885,31 @@ fn a_write_behind_batch_copies_at_staging_joins_neighbours_and_waits_at_its_flus
         zone.clone().with_write_back_queue(2).is_err(),
         "queue 2 does not exist"
     );
-    let mut page = vec![1u8; 4096];
-    zone.stage_write(&mut batch, 3, &page).unwrap();
-    // Changed after staging: the device gets the bytes as they were.
-    page.fill(7);
-    zone.stage_write(&mut batch, 4, &[2u8; 4096]).unwrap();
+    // Key k is page k, of bytes v.
+    let pages = Pages(
+        [(3, 1u8), (4, 2), (20, 3), (30, 5), (31, 6)]
+            .into_iter()
+            .map(|(k, v)| (k, vec![v; 4096]))
+            .collect(),
+    );
+    let late = LateBytes {
+        shared: &[],
+        pages: &pages,
+    };
+    zone.stage_keyed(&mut batch, 3, 3..5).unwrap();
     zone.stage_flush(&mut batch);
-    zone.stage_write(&mut batch, 20, &[3u8; 4096]).unwrap();
+    zone.stage_keyed(&mut batch, 20, 20..21).unwrap();
     assert!(matches!(
-        zone.stage_write(&mut batch, 64, &[4u8; 4096]),
+        zone.stage_keyed(&mut batch, 64, 64..65),
         Err(ZoneError::Range { .. })
     ));
     let writes = dev.controller().stats().writes;
     // The first round sends what precedes the flush and stops there.
-    assert!(zone.pump(&mut batch, &LateBytes::NONE).is_none());
+    assert!(zone.pump(&mut batch, &late).is_none());
     let mut got = vec![0u8; 4096];
     zone.read(20, &mut got).unwrap();
     assert!(got.iter().all(|&x| x == 0), "page 20 waits for the flush");
-    zone.finish(&mut batch, &LateBytes::NONE).unwrap();
+    zone.finish(&mut batch, &late).unwrap();
     assert!(!batch.is_busy());
     // Pages 3 and 4 went as one command, page 20 as another.
     assert_eq!(dev.controller().stats().writes - writes, 2);
@@ -911,10 +918,10 @@ fn a_write_behind_batch_copies_at_staging_joins_neighbours_and_waits_at_its_flus
         assert!(got.iter().all(|&x| x == v), "page {p}");
     }
     // An abandoned batch sends nothing more.
-    zone.stage_write(&mut batch, 30, &[5u8; 4096]).unwrap();
+    zone.stage_keyed(&mut batch, 30, 30..31).unwrap();
     zone.stage_flush(&mut batch);
-    zone.stage_write(&mut batch, 31, &[6u8; 4096]).unwrap();
-    zone.pump(&mut batch, &LateBytes::NONE);
+    zone.stage_keyed(&mut batch, 31, 31..32).unwrap();
+    zone.pump(&mut batch, &late);
     zone.abandon(&mut batch).unwrap();
     zone.read(31, &mut got).unwrap();
     assert!(got.iter().all(|&x| x == 0), "page 31 was never sent");
@@ -931,10 +938,13 @@ fn a_shared_write_takes_its_bytes_when_sent_pads_with_zeros_and_a_pump_sends_a_f
     let pages = 3 * slot / 4096;
     // Stale bytes in every bounce slot of the queue: the padding must not come from them.
     let mut batch = WriteBehind::default();
-    for p in 0..pages as u64 {
-        zone.stage_write(&mut batch, p, &[0xeeu8; 4096]).unwrap();
-    }
-    zone.finish(&mut batch, &LateBytes::NONE).unwrap();
+    let stale = Pages((0..pages as u64).map(|k| (k, vec![0xeeu8; 4096])).collect());
+    zone.stage_keyed(&mut batch, 0, 0..pages as u64).unwrap();
+    let late = LateBytes {
+        shared: &[],
+        pages: &stale,
+    };
+    zone.finish(&mut batch, &late).unwrap();
     // A log-like buffer: its first 5000 bytes at page 0 .. 2 (the second page padded), then,
     // in a second write, three slots' worth at page 2, which goes as three commands.
     let mut log: Vec<u8> = (0..3 * slot + 5000).map(|i| (i % 251) as u8).collect();
@@ -969,20 +979,25 @@ fn a_shared_write_takes_its_bytes_when_sent_pads_with_zeros_and_a_pump_sends_a_f
     ));
     // One pump sends a few commands however many could go: ten separate pages take at least
     // three pumps, and the first leaves commands queued.
+    let apart = Pages((0..10u64).map(|p| (2 * p, vec![p as u8; 4096])).collect());
     for p in 0..10u64 {
-        zone.stage_write(&mut batch, 2 * p, &[p as u8; 4096])
+        zone.stage_keyed(&mut batch, 2 * p, 2 * p..2 * p + 1)
             .unwrap();
     }
+    let late = LateBytes {
+        shared: &[],
+        pages: &apart,
+    };
     let writes = dev.controller().stats().writes;
-    assert!(zone.pump(&mut batch, &LateBytes::NONE).is_none());
+    assert!(zone.pump(&mut batch, &late).is_none());
     std::thread::sleep(std::time::Duration::from_millis(20));
     let first = dev.controller().stats().writes - writes;
     assert!((1..10).contains(&first), "{first} of 10 sent by one pump");
-    zone.finish(&mut batch, &LateBytes::NONE).unwrap();
+    zone.finish(&mut batch, &late).unwrap();
     assert_eq!(dev.controller().stats().writes - writes, 10);
 }
 
-/// Pages by key for keyed writes: key k is a page of byte `k` while present.
+/// Pages by key for keyed writes.
 struct Pages(std::collections::BTreeMap<u64, Vec<u8>>);
 
 impl KeyedPages for Pages {

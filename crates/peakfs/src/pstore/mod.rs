@@ -816,7 +816,6 @@ impl PStore {
         inos: InodeTable,
         bitmaps: Option<(Bitmap, Bitmap, BlockTable)>,
     ) -> Result<Self, PStoreError> {
-        let writes_behind = zone.writes_behind();
         let (islots, pages, blocks) = bitmaps.unwrap_or_else(|| {
             (
                 Bitmap::new(sb.inode_slots),
@@ -831,13 +830,7 @@ impl PStore {
                 sb.inode_slots / INODES_PER_BLOCK,
                 cfg.dirty_ratio,
             ),
-            data: {
-                let mut data = PData::new(sb.data_start, pages, blocks, sb.block_pages);
-                if writes_behind {
-                    data.prefault_write_out();
-                }
-                data
-            },
+            data: PData::new(sb.data_start, pages, blocks, sb.block_pages),
             wal: Wal::new(sb.fs_id, PAGE, sb.wal_pages * PAGE as u64, sb.wal_seq),
             zone,
             next_ino: sb.ino_base,

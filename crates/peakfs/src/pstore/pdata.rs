@@ -37,7 +37,7 @@ use super::PStoreError;
 use super::bitmap::Bitmap;
 use super::table::{BlockTable, PageRun};
 use super::wal::Record;
-use super::zone::{LateBytes, PAGE, WriteBehind, Zone, ZoneError};
+use super::zone::{KeyedPages, LateBytes, PAGE, WriteBehind, Zone, ZoneError};
 
 /// The data engine state of one worker.
 #[derive(Debug)]
@@ -53,10 +53,9 @@ pub struct PData {
     /// Pages of the write-out in flight on the write-back queue (older than `staged`, newer
     /// than the device's copy until `writing` completes).
     writing: BTreeMap<u64, Box<[u8]>>,
-    /// The write-out in flight (busy while `writing` is not empty and partly sent).
+    /// The write-out in flight: the pages of `writing` staged by zone page
+    /// ([`Zone::stage_keyed`]), each copied into its command's bounce slot when it is sent.
     batch: WriteBehind,
-    /// The first page of `writing` not yet copied into `batch`, if any.
-    unsent: Option<u64>,
     /// Data pages were written to the device since the last flush.
     unflushed: bool,
     /// Write-outs on the write-back queue that failed, ever (see [`Self::write_out_failures`]).
@@ -73,9 +72,13 @@ pub(super) const NO_DATA_PAGES: &str = "data pages";
 const STAGE_PAGES: usize = 4;
 /// Staged pages are written out once there are more than this many.
 const STAGED_MAX: usize = 256;
-/// Pages of a write-out copied into its batch per pump: about what one pump submits, so that
-/// the copy of a full stage (1 MB, 0.2 ms on 16 cores) spreads over the worker's rounds.
-const SEND_PAGES_PER_PUMP: usize = 64;
+
+/// The pages of a write-out by zone page: what its keyed writes send.
+impl KeyedPages for BTreeMap<u64, Box<[u8]>> {
+    fn page(&self, key: u64) -> Option<&[u8]> {
+        self.get(&key).map(|p| &p[..])
+    }
+}
 
 impl PData {
     /// A data zone of `pages` pages starting at zone page `base`.
@@ -89,7 +92,6 @@ impl PData {
             staged: BTreeMap::new(),
             writing: BTreeMap::new(),
             batch: WriteBehind::small(),
-            unsent: None,
             unflushed: false,
             failed_write_outs: 0,
         }
@@ -174,10 +176,14 @@ impl PData {
 
     /// Sends every staged page to the device on the write-back queue without waiting (a zone
     /// without one writes them out now), after the write-out still in flight, if any.
-    /// The write that calls this only hands the pages over: they are copied into the batch
-    /// and submitted by the next pumps (after its reply) or by whatever waits for them first.
+    /// The write that calls this only hands the pages over, copying nothing: each command
+    /// copies its pages from `writing`, which keeps them until the write-out completed, when
+    /// the next pumps (after its reply), or whatever waits for them first, submit it. Copied
+    /// into the batch instead, a full stage (1 MB) held the worker 0.2 ms, or 50-110 us a
+    /// pump when spread over pumps (bench/results/2026-11-27-peakfs-icache-late-copy, call G).
     /// An Icache write-back hands over the pages its log names this way, and its batch waits
-    /// for them ([`Self::write_out_failures`]).
+    /// for them ([`Self::write_out_failures`]). A page that cannot be staged (outside the
+    /// zone) ends the write-out: every page goes back to the stage.
     pub(super) fn start_write_out(&mut self, zone: &Zone) -> Result<(), PStoreError> {
         if !zone.writes_behind() {
             return self.write_out(zone);
@@ -187,33 +193,14 @@ impl PData {
             return Ok(());
         }
         self.writing = std::mem::take(&mut self.staged);
-        self.unsent = self.writing.keys().next().copied();
         self.unflushed = true;
-        Ok(())
-    }
-
-    /// Maps and touches the write-out's batch buffer for a full stage now (a server's store,
-    /// when it opens): grown on first use instead, its page faults held a fresh worker
-    /// 1-2 ms in one pump (bench/results/2026-11-27-peakfs-write-back-start, call G).
-    pub(super) fn prefault_write_out(&mut self) {
-        self.batch = WriteBehind::small().prefaulted((STAGED_MAX + 1) * PAGE);
-    }
-
-    /// Copies up to `most` more pages handed over by [`Self::start_write_out`] into the
-    /// batch. A page that cannot be staged (outside the zone) ends the write-out: what was
-    /// sent is waited for and every page goes back to the stage.
-    fn send_writing(&mut self, zone: &Zone, most: usize) -> Result<(), PStoreError> {
-        let Some(from) = self.unsent else {
-            return Ok(());
-        };
-        let mut pages = self.writing.range(from..);
-        let staged = pages
-            .by_ref()
-            .take(most)
-            .try_for_each(|(&p, page)| zone.stage_write(&mut self.batch, p, page));
-        self.unsent = pages.next().map(|(&p, _)| p);
+        let pages: Vec<u64> = self.writing.keys().copied().collect();
+        // Runs of consecutive pages, each a command (or one per bounce slot).
+        let staged = pages.chunk_by(|a, b| a + 1 == *b).try_for_each(|run| {
+            let first = run[0];
+            zone.stage_keyed(&mut self.batch, first, first..first + run.len() as u64)
+        });
         if let Err(e) = staged {
-            self.unsent = None;
             let _ = zone.abandon(&mut self.batch);
             return self.complete_writing(Err(e));
         }
@@ -240,15 +227,13 @@ impl PData {
         if self.writing.is_empty() {
             return Ok(false);
         }
-        self.send_writing(zone, SEND_PAGES_PER_PUMP)?;
-        match zone.pump(&mut self.batch, &LateBytes::NONE) {
+        let late = LateBytes {
+            shared: &[],
+            pages: &self.writing,
+        };
+        match zone.pump(&mut self.batch, &late) {
             None => Ok(true),
-            // What was sent is on the device; the rest goes at the next pump.
-            Some(Ok(())) if self.unsent.is_some() => Ok(true),
-            Some(r) => {
-                self.unsent = None;
-                self.complete_writing(r).map(|()| false)
-            }
+            Some(r) => self.complete_writing(r).map(|()| false),
         }
     }
 
@@ -270,15 +255,17 @@ impl PData {
         if self.writing.is_empty() {
             return Ok(());
         }
-        self.send_writing(zone, usize::MAX)?;
-        let r = zone.finish(&mut self.batch, &LateBytes::NONE);
+        let late = LateBytes {
+            shared: &[],
+            pages: &self.writing,
+        };
+        let r = zone.finish(&mut self.batch, &late);
         self.complete_writing(r)
     }
 
     /// Submits nothing more of the write-out in flight and waits for what the device already
     /// has (a store dropped without a commit: a crash test, a failed start).
     pub fn abandon_writing(&mut self, zone: &Zone) {
-        self.unsent = None;
         if !self.writing.is_empty() {
             let _ = zone.abandon(&mut self.batch);
         }

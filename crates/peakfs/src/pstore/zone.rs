@@ -86,8 +86,6 @@ enum Io<'a, 'b> {
 /// One command of a [`WriteBehind`].
 #[derive(Debug)]
 enum Staged {
-    /// Pages at an LBA, their bytes a range of the batch's buffer.
-    Write(u64, Range<usize>),
     /// Pages at an LBA, their bytes a range of the caller's buffer that every
     /// [`Zone::pump`] is given (see [`Zone::stage_shared`]), then zeros up to `pages` bytes.
     Shared {
@@ -150,9 +148,11 @@ impl<'a> LateBytes<'a> {
     }
 }
 
-/// A batch of writes and flushes on the zone's write-back queue, copied when staged (a range
-/// of a buffer that stays put, when sent: [`Zone::stage_shared`]) and completed by polling
-/// ([`Zone::pump`]): the caller goes on with other work meanwhile.
+/// A batch of writes and flushes on the zone's write-back queue, staged without their bytes
+/// (a range of a buffer that stays put, [`Zone::stage_shared`], or pages by key,
+/// [`Zone::stage_keyed`]), each command copying its bytes into its bounce slot when it is
+/// sent, and completed by polling ([`Zone::pump`]): the caller goes on with other work
+/// meanwhile.
 /// Commands go out in order up to a window; a flush is a barrier.
 ///
 /// Two batches may be in flight on one queue, an Icache write-back (half of the queue's depth
@@ -160,7 +160,6 @@ impl<'a> LateBytes<'a> {
 /// together they never need a slot that only the other batch's polling would free.
 #[derive(Debug)]
 pub struct WriteBehind {
-    buf: Vec<u8>,
     queued: VecDeque<Staged>,
     /// Commands sent: their tickets and LBAs ([`FLUSH_LBA`] for a flush, which goes alone).
     inflight: VecDeque<(Ticket, u64)>,
@@ -187,22 +186,11 @@ const FLUSH_LBA: u64 = u64::MAX;
 impl WriteBehind {
     fn with_depth_divisor(depth_divisor: usize) -> Self {
         Self {
-            buf: Vec::new(),
             queued: VecDeque::new(),
             inflight: VecDeque::new(),
             error: None,
             depth_divisor,
         }
-    }
-
-    /// A batch whose staging buffer holds `bytes` from the start, all of them touched now:
-    /// a write-back then stages into memory already mapped. Grown on first use instead, the
-    /// page faults of a few MB held a fresh server's worker up for 3-6 ms in one write-back
-    /// start on 16 cores (bench/results/2026-11-26-peakfs-answer-first).
-    pub fn prefaulted(mut self, bytes: usize) -> Self {
-        self.buf.resize(bytes, 0);
-        self.buf.clear();
-        self
     }
 
     /// A batch that keeps to a quarter of the queue's depth (see the type's doc).
@@ -286,7 +274,7 @@ impl Zone {
         Ok(self)
     }
 
-    /// Whether the zone has a write-back queue ([`Zone::stage_write`] and the rest work).
+    /// Whether the zone has a write-back queue ([`Zone::stage_keyed`] and the rest work).
     pub fn writes_behind(&self) -> bool {
         self.behind.is_some()
     }
@@ -489,36 +477,6 @@ impl Zone {
         }
     }
 
-    /// Adds a write of whole pages at `page` to `batch`, copying them now: later changes of
-    /// `bytes` do not reach the device. Consecutive pages join the previous write while it
-    /// fits one command.
-    pub fn stage_write(
-        &self,
-        batch: &mut WriteBehind,
-        page: u64,
-        bytes: &[u8],
-    ) -> Result<(), ZoneError> {
-        let lba = self.lba(page, bytes.len())?;
-        let slot = self.slot_chunk();
-        for (k, chunk) in bytes.chunks(slot).enumerate() {
-            let at = self.lba_at(lba, k * slot);
-            let start = batch.buf.len();
-            batch.buf.extend_from_slice(chunk);
-            if let Some(Staged::Write(first, r)) = batch.queued.back_mut()
-                && r.end == start
-                && self.lba_at(*first, r.len()) == at
-                && r.len() + chunk.len() <= slot
-            {
-                r.end = batch.buf.len();
-                continue;
-            }
-            batch
-                .queued
-                .push_back(Staged::Write(at, start..batch.buf.len()));
-        }
-        Ok(())
-    }
-
     /// Adds a write of `pages` bytes (whole pages) at `page` to `batch` without copying
     /// anything now: its first bytes are `bytes` of the buffer that every later
     /// [`Zone::pump`] and [`Zone::finish`] of the batch is given (the rest zeros), copied
@@ -593,7 +551,6 @@ impl Zone {
     ) -> Option<Result<(), ZoneError>> {
         let Some(h) = self.behind.and_then(|q| self.dev.host_queue(q)) else {
             batch.queued.clear();
-            batch.buf.clear();
             return Some(Err(ZoneError::NoWriteBackQueue));
         };
         let mut i = 0;
@@ -624,12 +581,6 @@ impl Zone {
                 None => break,
                 Some(Staged::Flush) if !batch.inflight.is_empty() => break,
                 Some(Staged::Flush) => h.submit_flush().map(|t| (t, FLUSH_LBA)),
-                Some(Staged::Write(lba, r)) => {
-                    let blocks = ((r.len() / PAGE) as u64 * self.lbas_per_page) as u32;
-                    let data = &batch.buf[r.clone()];
-                    h.submit(true, *lba, blocks, false, |slot| slot.copy_from_slice(data))
-                        .map(|t| (t, *lba))
-                }
                 Some(Staged::Shared { lba, bytes, pages }) => {
                     match late.shared.get(bytes.clone()) {
                         Some(data) => {
@@ -680,7 +631,6 @@ impl Zone {
         if batch.is_busy() {
             return None;
         }
-        batch.buf.clear();
         Some(batch.error.take().map_or(Ok(()), Err))
     }
 
@@ -713,17 +663,5 @@ impl Zone {
             // The controller's threads share the cores with this worker.
             std::thread::yield_now();
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_prefaulted_batch_is_empty_with_its_room_already_there() {
-        let batch = WriteBehind::default().prefaulted(3 * PAGE);
-        assert!(batch.buf.is_empty() && !batch.is_busy());
-        assert!(batch.buf.capacity() >= 3 * PAGE);
     }
 }
