@@ -438,7 +438,8 @@ pub struct PStoreStats {
     pub checkpoint_total: Duration,
     /// Inodes without links kept until freed (open unlinked files).
     pub orphans: u64,
-    /// Entries the inode table holds without growing ([`inode_table`]).
+    /// Entries the inode table holds without growing (sized for every inode slot when the
+    /// store opens).
     pub inode_table_room: u64,
     /// Icache counters.
     pub icache: IcacheStats,
