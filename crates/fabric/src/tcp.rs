@@ -1038,6 +1038,11 @@ impl Poller for TcpPoller {
             }
             if let Some(until) = read {
                 count += self.service_read(index, until, &mut handler);
+                // The replies of this connection's frames (and any the handler gave to other
+                // connections) go now, before the next connection's frames are served: one
+                // send per connection either way, but the first connection of a busy round no
+                // longer waits for the work of all the others.
+                self.conns.flush_dirty();
             }
         }
         self.ready = ready;
