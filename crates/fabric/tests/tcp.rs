@@ -594,3 +594,62 @@ fn a_client_polling_for_its_replies_still_times_out_and_sees_a_close() {
     let error = rpc.next_reply().expect_err("the server closed");
     assert!(matches!(error, TransportError::Closed { .. }), "{error}");
 }
+
+#[test]
+fn a_connection_reply_is_sent_before_the_next_ready_connection_is_served() {
+    // Two clients' requests are ready in one poll: the first one's reply must be on its way
+    // before the second one's request is handled, not staged until the end of the round.
+    let transport = TcpTransport::default();
+    let listener = transport.listen("127.0.0.1:0").unwrap();
+    let mut poller = transport.poller().unwrap();
+    let mut clients = Vec::new();
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        clients.push(TcpStream::connect(listener.local_addr()).unwrap());
+        ids.push(
+            poller
+                .register(listener.accept(Some(TIMEOUT)).unwrap().unwrap())
+                .unwrap(),
+        );
+    }
+    for (k, raw) in clients.iter_mut().enumerate() {
+        let request = raw_frame(Header::request(Opcode::ECHO, k as u64, 0), b"ping");
+        raw.write_all(&request).unwrap();
+        raw.set_nonblocking(true).unwrap();
+    }
+    // Both requests are in the server's sockets before it polls.
+    thread::sleep(Duration::from_millis(50));
+    let mut served: Vec<usize> = Vec::new();
+    let mut first_reply_was_out = None;
+    let deadline = Instant::now() + TIMEOUT;
+    while served.len() < 2 && Instant::now() < deadline {
+        poller
+            .poll(Some(Duration::from_millis(10)), |out, event| {
+                let Event::Frame { conn, frame } = event else {
+                    return;
+                };
+                let k = ids.iter().position(|id| *id == conn).unwrap();
+                if let Some(&before) = served.first() {
+                    let mut byte = [0u8; 1];
+                    first_reply_was_out = Some(clients[before].peek(&mut byte).is_ok());
+                }
+                let header = Header::reply(Opcode::ECHO, frame.header.request_id, 0);
+                out.send(conn, header, &[frame.payload]).unwrap();
+                served.push(k);
+            })
+            .unwrap();
+    }
+    assert_eq!(served.len(), 2);
+    assert_eq!(
+        first_reply_was_out,
+        Some(true),
+        "the reply to connection {} waited for connection {}",
+        served[0],
+        served[1]
+    );
+    for raw in &mut clients {
+        raw.set_nonblocking(false).unwrap();
+        let (header, payload) = read_raw_frame(raw);
+        assert_eq!(payload, b"ping", "request {}", header.request_id);
+    }
+}
