@@ -959,7 +959,16 @@ fn a_shared_write_takes_its_bytes_when_sent_pads_with_zeros_and_a_pump_sends_a_f
     log.extend_from_slice(&[9u8; 4096]);
     let writes = dev.controller().stats().writes;
     let mut pumps = 0;
-    while zone.pump(&mut batch, &LateBytes::shared(&log)).is_none() {
+    while zone
+        .pump(
+            &mut batch,
+            &LateBytes {
+                shared: &log,
+                pages: &(),
+            },
+        )
+        .is_none()
+    {
         pumps += 1;
         assert!(pumps < 1_000_000, "the batch never completed");
     }
@@ -974,7 +983,13 @@ fn a_shared_write_takes_its_bytes_when_sent_pads_with_zeros_and_a_pump_sends_a_f
     // A buffer that lacks the staged range fails the batch instead of sending other bytes.
     zone.stage_shared(&mut batch, 40, 0..4096, 4096).unwrap();
     assert!(matches!(
-        zone.finish(&mut batch, &LateBytes::shared(&log[..100])),
+        zone.finish(
+            &mut batch,
+            &LateBytes {
+                shared: &log[..100],
+                pages: &(),
+            }
+        ),
         Err(ZoneError::Device(_))
     ));
     // One pump sends a few commands however many could go: ten separate pages take at least
@@ -1064,6 +1079,39 @@ fn a_keyed_write_takes_its_pages_when_sent_one_command_per_slot_and_a_missing_pa
         got[..2 * 4096].iter().all(|&x| x == 0),
         "pages 50-51 never sent"
     );
+}
+
+#[test]
+fn keys_staged_together_go_as_one_write_per_run_of_consecutive_keys() {
+    let (_ctrl, dev) = swarm_queues(32 << 20, 512, 2);
+    let zone = Zone::new(dev.clone(), Some(0), 8, 64 * 8)
+        .unwrap()
+        .with_write_back_queue(1)
+        .unwrap();
+    let keys = [3u64, 4, 5, 9, 20, 21];
+    let pages = Pages(keys.iter().map(|&k| (k, vec![k as u8; 4096])).collect());
+    let late = LateBytes {
+        shared: &[],
+        pages: &pages,
+    };
+    let mut batch = WriteBehind::default();
+    // Key k goes to page 10 + k.
+    zone.stage_keys(&mut batch, 10, keys).unwrap();
+    zone.stage_keys(&mut batch, 10, []).unwrap();
+    let writes = dev.controller().stats().writes;
+    zone.finish(&mut batch, &late).unwrap();
+    assert_eq!(
+        dev.controller().stats().writes - writes,
+        3,
+        "runs 3-5, 9, 20-21"
+    );
+    let mut got = vec![0u8; 4096];
+    for k in keys {
+        zone.read(10 + k, &mut got).unwrap();
+        assert!(got.iter().all(|&x| x == k as u8), "key {k}");
+    }
+    zone.read(10 + 6, &mut got).unwrap();
+    assert!(got.iter().all(|&x| x == 0), "no key 6");
 }
 
 #[test]

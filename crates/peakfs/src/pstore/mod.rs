@@ -674,15 +674,8 @@ impl MetaIo<'_> {
             b.log_upto = Some(upto);
         }
         self.zone.stage_flush(&mut b.batch);
-        // Runs of consecutive blocks, each a command (or a few, one per bounce slot).
-        for run in blocks.chunk_by(|a, b| a + 1 == *b) {
-            let first = run[0];
-            self.zone.stage_keyed(
-                &mut b.batch,
-                self.inode_start + first,
-                first..first + run.len() as u64,
-            )?;
-        }
+        self.zone
+            .stage_keys(&mut b.batch, self.inode_start, blocks.iter().copied())?;
         Ok(())
     }
 }

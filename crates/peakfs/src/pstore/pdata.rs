@@ -194,12 +194,7 @@ impl PData {
         }
         self.writing = std::mem::take(&mut self.staged);
         self.unflushed = true;
-        let pages: Vec<u64> = self.writing.keys().copied().collect();
-        // Runs of consecutive pages, each a command (or one per bounce slot).
-        let staged = pages.chunk_by(|a, b| a + 1 == *b).try_for_each(|run| {
-            let first = run[0];
-            zone.stage_keyed(&mut self.batch, first, first..first + run.len() as u64)
-        });
+        let staged = zone.stage_keys(&mut self.batch, 0, self.writing.keys().copied());
         if let Err(e) = staged {
             let _ = zone.abandon(&mut self.batch);
             return self.complete_writing(Err(e));

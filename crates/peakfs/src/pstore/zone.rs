@@ -134,18 +134,12 @@ impl std::fmt::Debug for LateBytes<'_> {
 }
 
 impl LateBytes<'static> {
-    /// For a batch whose writes were all copied when staged.
+    /// For a batch that sends no more writes (one being abandoned: only what is in flight is
+    /// waited for).
     pub const NONE: Self = Self {
         shared: &[],
         pages: &(),
     };
-}
-
-impl<'a> LateBytes<'a> {
-    /// For a batch with shared writes and no keyed ones.
-    pub fn shared(shared: &'a [u8]) -> Self {
-        Self { shared, pages: &() }
-    }
 }
 
 /// A batch of writes and flushes on the zone's write-back queue, staged without their bytes
@@ -531,6 +525,31 @@ impl Zone {
             first = end;
         }
         Ok(())
+    }
+
+    /// [`Zone::stage_keyed`] for keys `keys` (ascending), key `k` going to page `base + k`:
+    /// each run of consecutive keys is one write (a command per bounce slot of it).
+    pub fn stage_keys(
+        &self,
+        batch: &mut WriteBehind,
+        base: u64,
+        keys: impl IntoIterator<Item = u64>,
+    ) -> Result<(), ZoneError> {
+        let mut run: Option<Range<u64>> = None;
+        for k in keys {
+            match &mut run {
+                Some(r) if r.end == k => r.end += 1,
+                _ => {
+                    if let Some(r) = run.replace(k..k + 1) {
+                        self.stage_keyed(batch, base + r.start, r)?;
+                    }
+                }
+            }
+        }
+        match run {
+            Some(r) => self.stage_keyed(batch, base + r.start, r),
+            None => Ok(()),
+        }
     }
 
     /// Adds a flush to `batch`: the writes staged before it are durable before any staged
