@@ -54,6 +54,7 @@
 use std::collections::HashMap;
 use std::ops::ControlFlow;
 
+use super::probe::{Growing, home};
 use super::table::U64Map;
 
 /// The largest dentry value (the top bit tags child references).
@@ -547,55 +548,6 @@ fn eq_mask48(a: &[u8; STEM_MAX], b: &[u8; STEM_MAX]) -> u64 {
         | u64::from(eq_mask(&a[2], &b[2])) << 32
 }
 
-/// Slot `h` of a non-empty table of `2^(64 - shift)` slots (top bits of the hash).
-#[inline(always)]
-fn home(h: u64, shift: u32) -> usize {
-    (h >> (shift & 63)) as usize
-}
-
-/// Puts `entry` into the first empty slot from `home` on, in a linear-probing table of a
-/// power-of-two size that has an empty slot.
-fn probe_place<T: Copy + PartialEq>(slots: &mut [T], entry: T, home: usize, empty: T) {
-    let mask = slots.len() - 1;
-    let mut i = home;
-    while slots[i] != empty {
-        i = (i + 1) & mask;
-    }
-    slots[i] = entry;
-}
-
-/// Empties slot `i` of a linear-probing table of a power-of-two size by backward shifting:
-/// each later entry of the probe run whose home does not lie between the hole and itself
-/// moves into the hole. `home_of` gives an entry's home slot, `None` for `empty`.
-fn probe_delete<T: Copy>(
-    slots: &mut [T],
-    mut i: usize,
-    empty: T,
-    home_of: impl Fn(T) -> Option<usize>,
-) {
-    let mask = slots.len() - 1;
-    let mut j = i;
-    loop {
-        slots[i] = empty;
-        loop {
-            j = (j + 1) & mask;
-            let Some(h) = home_of(slots[j]) else {
-                return;
-            };
-            let stays = if i <= j {
-                i < h && h <= j
-            } else {
-                i < h || h <= j
-            };
-            if !stays {
-                break;
-            }
-        }
-        slots[i] = slots[j];
-        i = j;
-    }
-}
-
 /// One interned stem: a directory and up to [`STEM_MAX`] name bytes, and how many jump
 /// entries name it. One cache line.
 #[derive(Debug, Clone, Copy)]
@@ -609,14 +561,14 @@ struct Stem {
 }
 
 /// Interned stems under stable ids (the jump table refers to them), found by their bytes
-/// through an open-addressing index (linear probing, at most half full).
+/// through an open-addressing index (linear probing, at most half full, growing without a
+/// stop).
 #[derive(Debug)]
 struct Stems {
     arena: Vec<Stem>,
     free: Vec<u32>,
-    /// Stem id + 1 per slot; 0: empty.
-    index: Vec<u32>,
-    shift: u32,
+    /// Stem id + 1 per entry.
+    index: Growing<u32>,
     live: usize,
     /// Live stems per length: a lookup skips a length no stem has.
     by_len: [u32; STEM_MAX + 1],
@@ -627,19 +579,10 @@ impl Stems {
         Self {
             arena: Vec::new(),
             free: Vec::new(),
-            index: Vec::new(),
-            shift: 64,
+            index: Growing::new(),
             live: 0,
             by_len: [0; STEM_MAX + 1],
         }
-    }
-
-    fn next(&self, i: usize) -> usize {
-        (i + 1) & (self.index.len() - 1)
-    }
-
-    fn hash_of(&self, id: u32) -> u64 {
-        Self::hash_in(&self.arena, id)
     }
 
     /// The hash of stem `id` of `arena` (apart from `self` where the index is borrowed).
@@ -657,33 +600,11 @@ impl Stems {
         let (name, _) = key.buf[KEY_PAD..].split_first_chunk::<STEM_MAX>()?;
         let h = stem_hash(pino, len, key.window(len));
         let want = (1u64 << len) - 1;
-        let mut i = home(h, self.shift);
-        loop {
-            let id = self.index[i].checked_sub(1)?;
-            let s = &self.arena[id as usize];
-            if s.pino == pino
-                && usize::from(s.len) == len
-                && eq_mask48(&s.path, name) & want == want
-            {
-                return Some(id);
-            }
-            i = self.next(i);
-        }
-    }
-
-    /// The index slot holding the stem `(pino, path)`, or the empty slot where it would go.
-    fn position(&self, pino: u64, path: &[u8]) -> usize {
-        let mut i = home(slice_hash(pino, path), self.shift);
-        loop {
-            let Some(id) = self.index[i].checked_sub(1) else {
-                return i;
-            };
-            let s = &self.arena[id as usize];
-            if s.pino == pino && &s.path[..usize::from(s.len)] == path {
-                return i;
-            }
-            i = self.next(i);
-        }
+        let v = self.index.find(h, |v| {
+            let s = &self.arena[(v - 1) as usize];
+            s.pino == pino && usize::from(s.len) == len && eq_mask48(&s.path, name) & want == want
+        })?;
+        Some(v - 1)
     }
 
     /// The stem `(pino, path)`, if interned.
@@ -691,7 +612,11 @@ impl Stems {
         if path.is_empty() || path.len() > STEM_MAX || self.by_len[path.len()] == 0 {
             return None;
         }
-        self.index[self.position(pino, path)].checked_sub(1)
+        let v = self.index.find(slice_hash(pino, path), |v| {
+            let s = &self.arena[(v - 1) as usize];
+            s.pino == pino && &s.path[..usize::from(s.len)] == path
+        })?;
+        Some(v - 1)
     }
 
     /// The stem `(pino, path)`, interned if new (with no references yet); `None` if the
@@ -699,9 +624,6 @@ impl Stems {
     fn intern(&mut self, pino: u64, path: &[u8]) -> Option<u32> {
         if let Some(id) = self.find(pino, path) {
             return Some(id);
-        }
-        if 2 * (self.live + 1) > self.index.len() {
-            self.grow();
         }
         let mut stem = Stem {
             path: [0; STEM_MAX],
@@ -721,8 +643,13 @@ impl Stems {
             }
             None => return None,
         };
-        let i = self.position(pino, path);
-        self.index[i] = id + 1;
+        let arena = &self.arena;
+        self.index.put(
+            slice_hash(pino, path),
+            id + 1,
+            |_| false,
+            |v| Self::hash_in(arena, v - 1),
+        );
         self.live += 1;
         self.by_len[path.len()] += 1;
         Some(id)
@@ -735,43 +662,31 @@ impl Stems {
         if s.refs > 0 {
             return;
         }
-        let (pino, len) = (s.pino, usize::from(s.len));
-        let path = s.path;
-        let i = self.position(pino, &path[..len]);
+        let h = Self::hash_in(&self.arena, id);
         self.live -= 1;
-        self.by_len[len] -= 1;
+        self.by_len[usize::from(self.arena[id as usize].len)] -= 1;
         self.free.push(id);
-        let (arena, shift) = (&self.arena, self.shift);
-        probe_delete(&mut self.index, i, 0, |v| {
-            Some(home(Self::hash_in(arena, v.checked_sub(1)?), shift))
-        });
-    }
-
-    fn grow(&mut self) {
-        let n = (2 * self.index.len()).max(16);
-        let old = std::mem::replace(&mut self.index, vec![0; n]);
-        self.shift = 64 - n.trailing_zeros();
-        for v in old.into_iter().filter(|&v| v != 0) {
-            let h = home(self.hash_of(v - 1), self.shift);
-            probe_place(&mut self.index, v, h, 0);
-        }
+        let arena = &self.arena;
+        self.index
+            .remove(h, |v| v == id + 1, |v| Self::hash_in(arena, v - 1));
     }
 
     fn bytes(&self) -> usize {
-        self.arena.capacity() * size_of::<Stem>()
-            + self.free.capacity() * 4
-            + self.index.capacity() * 4
+        self.arena.capacity() * size_of::<Stem>() + self.free.capacity() * 4 + self.index.bytes()
+    }
+
+    /// [`Self::bytes`] once the index has moved into its new table.
+    fn settled_bytes(&self) -> usize {
+        self.bytes() - self.index.bytes() + self.index.settled_bytes()
     }
 }
 
 /// The jump table's entries: `(stem, two tail bytes) -> node`, one word each (stem id + 1 in
-/// the top 22 bits, the tail in the next 16, the packed node in the low 26; 0: empty), open
-/// addressing with linear probing, at most half full.
+/// the top 22 bits, the tail in the next 16, the packed node in the low 26), open addressing
+/// with linear probing, at most half full, growing without a stop.
 #[derive(Debug)]
 struct Leaves {
-    slots: Vec<u64>,
-    used: usize,
-    shift: u32,
+    table: Growing<u64>,
 }
 
 /// The key bits of a jump entry for `(stem, tail)`.
@@ -785,90 +700,67 @@ fn leaf_hash(key: u64) -> u64 {
     (key ^ key >> 29).wrapping_mul(0xBF58_476D_1CE4_E5B9)
 }
 
+/// The hash of a jump entry.
+fn entry_hash(e: u64) -> u64 {
+    leaf_hash(e >> PACK_BITS)
+}
+
 impl Leaves {
     fn new() -> Self {
         Self {
-            slots: Vec::new(),
-            used: 0,
-            shift: 64,
+            table: Growing::new(),
         }
     }
 
-    fn next(&self, i: usize) -> usize {
-        (i + 1) & (self.slots.len() - 1)
-    }
-
-    /// The slot of `(stem, tail)`'s entry, or of the empty slot where it would go.
-    #[inline(always)]
-    fn position(&self, stem: u32, tail: u16) -> usize {
-        let key = leaf_key(stem, tail);
-        let mut i = home(leaf_hash(key), self.shift);
-        loop {
-            let e = self.slots[i];
-            if e == 0 || e >> PACK_BITS == key {
-                return i;
-            }
-            i = self.next(i);
-        }
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.table.len()
     }
 
     /// The packed node of `(stem, tail)`.
     #[inline(always)]
     fn find(&self, stem: u32, tail: u16) -> Option<u32> {
-        if self.used == 0 {
+        if self.table.len() == 0 {
             return None;
         }
-        // The entry is almost always in its home slot or the next: pick between the two
-        // without a branch on which (the slots come from memory that random lookups miss, and
-        // a mispredicted branch there would discard the next lookup's work).
+        // The entry is almost always in its home slot of the new table or the next: pick
+        // between the two without a branch on which (the slots come from memory that random
+        // lookups miss, and a mispredicted branch there would discard the next lookup's work).
         let key = leaf_key(stem, tail);
-        let i = home(leaf_hash(key), self.shift);
-        let (e0, e1) = (self.slots[i], self.slots[self.next(i)]);
+        let h = leaf_hash(key);
+        let (slots, shift) = self.table.table();
+        let i = home(h, shift);
+        let (e0, e1) = (slots[i], slots[(i + 1) & (slots.len() - 1)]);
         let e = if e0 >> PACK_BITS == key { e0 } else { e1 };
         if e >> PACK_BITS != key {
-            let e = self.slots[self.position(stem, tail)];
-            return (e != 0).then_some(e as u32 & ((1 << PACK_BITS) - 1));
+            let e = self.table.find(h, |e| e >> PACK_BITS == key)?;
+            return Some(e as u32 & ((1 << PACK_BITS) - 1));
         }
         Some(e as u32 & ((1 << PACK_BITS) - 1))
     }
 
     /// Points `(stem, tail)` at `node`; true if the entry is new.
     fn set(&mut self, stem: u32, tail: u16, node: u32) -> bool {
-        if self.slots.is_empty() {
-            self.grow();
-        }
-        let mut i = self.position(stem, tail);
-        let new = self.slots[i] == 0;
-        if new && 2 * (self.used + 1) > self.slots.len() {
-            self.grow();
-            i = self.position(stem, tail);
-        }
-        self.used += usize::from(new);
-        self.slots[i] = leaf_key(stem, tail) << PACK_BITS | u64::from(node);
-        new
+        let key = leaf_key(stem, tail);
+        self.table
+            .put(
+                leaf_hash(key),
+                key << PACK_BITS | u64::from(node),
+                |e| e >> PACK_BITS == key,
+                entry_hash,
+            )
+            .is_none()
     }
 
-    /// Empties slot `i` (backward-shift deletion).
-    fn delete(&mut self, i: usize) {
-        self.used -= 1;
-        let shift = self.shift;
-        probe_delete(&mut self.slots, i, 0, |e| {
-            (e != 0).then(|| home(leaf_hash(e >> PACK_BITS), shift))
-        });
-    }
-
-    fn grow(&mut self) {
-        let n = (2 * self.slots.len()).max(64);
-        let old = std::mem::replace(&mut self.slots, vec![0; n]);
-        self.shift = 64 - n.trailing_zeros();
-        for e in old.into_iter().filter(|&e| e != 0) {
-            let h = home(leaf_hash(e >> PACK_BITS), self.shift);
-            probe_place(&mut self.slots, e, h, 0);
-        }
+    /// Removes the entry of `(stem, tail)`.
+    fn remove(&mut self, stem: u32, tail: u16) {
+        let key = leaf_key(stem, tail);
+        self.table
+            .remove(leaf_hash(key), |e| e >> PACK_BITS == key, entry_hash);
     }
 
     fn bytes(&self) -> usize {
-        self.slots.capacity() * 8
+        self.table.bytes()
     }
 }
 
@@ -999,8 +891,9 @@ impl Cart {
             return;
         }
         // New entries only while the table takes at most a quarter of the nodes' bytes.
+        // (Counted as the tables will be once moved: a table doubles, then moves.)
         let nodes = self.n16.bytes() + self.n64.bytes() + self.n256.bytes();
-        if 4 * (self.leaves.bytes() + self.stems.bytes()) > nodes {
+        if 4 * (self.leaves.table.settled_bytes() + self.stems.settled_bytes()) > nodes {
             return;
         }
         let Some(id) = self.stems.intern(pino, stem) else {
@@ -1042,7 +935,7 @@ impl Cart {
                     self.leaves.set(id, tail, n);
                 }
                 None => {
-                    self.leaves.delete(self.leaves.position(id, tail));
+                    self.leaves.remove(id, tail);
                     self.stems.unref(id);
                 }
             }
@@ -1701,7 +1594,7 @@ mod tests {
             }
             let mut problems = Vec::new();
             let mut refs: HashMap<u32, u32> = HashMap::new();
-            for &e in self.leaves.slots.iter().filter(|&&e| e != 0) {
+            for e in self.leaves.table.entries() {
                 let stem = (e >> (PACK_BITS + 16)) as u32 - 1;
                 let tail = (e >> PACK_BITS) as u16;
                 let node = e as u32 & ((1 << PACK_BITS) - 1);
@@ -1718,19 +1611,14 @@ mod tests {
                     )),
                 }
             }
-            if self.leaves.used != refs.values().sum::<u32>() as usize {
+            if self.leaves.len() != refs.values().sum::<u32>() as usize {
                 problems.push(format!(
                     "{} entries counted as {}",
                     refs.values().sum::<u32>(),
-                    self.leaves.used
+                    self.leaves.len()
                 ));
             }
-            let live: Vec<u32> = self
-                .stems
-                .index
-                .iter()
-                .filter_map(|v| v.checked_sub(1))
-                .collect();
+            let live: Vec<u32> = self.stems.index.entries().map(|v| v - 1).collect();
             if live.len() != self.stems.live || live.len() != refs.len() {
                 problems.push(format!(
                     "{} indexed stems, {} counted live, {} referenced",
@@ -1794,6 +1682,45 @@ mod tests {
         assert_eq!(c.get(5, b"mdtest_files.3.100"), None);
         assert_eq!(c.get(6, b"mdtest_files.3.10"), None);
         assert_eq!(c.get(5, b"mdtest_files.3.1"), Some(301));
+    }
+
+    #[test]
+    fn lookups_and_removes_while_the_jump_table_moves_find_entries_in_both_tables() {
+        let mut c = Cart::new();
+        let mut moves_seen = 0;
+        for i in 0..20_000u64 {
+            c.insert(5, &structured("mdtest_files", i), i).unwrap();
+            if !c.leaves.table.moving() {
+                continue;
+            }
+            // Mid-move: every name so far still jumps right, and the checker sees the
+            // entries of both tables. Remove and put back one name whose entry may sit in
+            // the old table (each thousand's first names are the oldest).
+            moves_seen += 1;
+            if moves_seen % 4 == 1 {
+                assert!(
+                    c.jump_problems().is_empty(),
+                    "at {i}: {:?}",
+                    c.jump_problems()
+                );
+                for j in (0..=i).step_by(97) {
+                    assert_eq!(c.get(5, &structured("mdtest_files", j)), Some(j));
+                }
+                let old = structured("mdtest_files", i / 2);
+                assert_eq!(c.remove(5, &old), Some(i / 2));
+                assert_eq!(c.get(5, &old), None);
+                c.insert(5, &old, i / 2).unwrap();
+                assert!(
+                    c.jump_problems().is_empty(),
+                    "at {i}: {:?}",
+                    c.jump_problems()
+                );
+            }
+        }
+        assert!(moves_seen > 0, "the jump table never moved");
+        for i in 0..20_000u64 {
+            assert_eq!(c.get(5, &structured("mdtest_files", i)), Some(i));
+        }
     }
 
     #[test]

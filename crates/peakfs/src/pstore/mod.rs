@@ -35,6 +35,7 @@ pub mod cart;
 pub mod icache;
 pub mod inode;
 pub mod pdata;
+mod probe;
 pub mod table;
 pub mod wal;
 pub mod zone;
