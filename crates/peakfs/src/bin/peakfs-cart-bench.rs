@@ -182,17 +182,13 @@ impl Index for HashMap<(u64, String), u64> {
 /// batch's normal 10-30 us.
 const PUT_BATCH: usize = 64;
 
-/// An index built from `keys` (value = position), with what its build cost.
-struct Built<I> {
-    index: I,
-    /// Heap bytes held once built.
-    memory: usize,
-    put: Duration,
-    /// The longest [`PUT_BATCH`] puts in a row: where a server's request would stall.
-    longest_batch: Duration,
-}
-
-fn build<I: Index>(mut index: I, keys: &[(u64, String)]) -> anyhow::Result<Built<I>> {
+/// The index built from `keys` (value = position), and the run of `structure` with what the
+/// build cost: heap bytes held once built, the put phase and its longest batch.
+fn build<I: Index>(
+    structure: &'static str,
+    mut index: I,
+    keys: &[(u64, String)],
+) -> anyhow::Result<(I, Run)> {
     let before = live();
     let mut longest_batch = Duration::ZERO;
     let put = timed(|| {
@@ -205,12 +201,13 @@ fn build<I: Index>(mut index: I, keys: &[(u64, String)]) -> anyhow::Result<Built
         }
         Ok(())
     })?;
-    Ok(Built {
-        index,
+    let run = Run {
+        structure,
         memory: (live() - before) as usize,
-        put,
         longest_batch,
-    })
+        timings: vec![("put", put)],
+    };
+    Ok((index, run))
 }
 
 fn get_seq(index: &impl Index, keys: &[(u64, String)], what: &str) -> anyhow::Result<Duration> {
@@ -292,26 +289,16 @@ fn remove_all(index: &mut impl Index, keys: &[(u64, String)]) -> Duration {
 
 fn run_both(keys: &[(u64, String)], order: &[u32], only: &[Phase]) -> anyhow::Result<[Run; 2]> {
     let runs = |p: Phase| only.is_empty() || only.contains(&p);
-    let Built {
-        index: mut c,
-        memory: c_mem,
-        put: c_put,
-        longest_batch: c_longest,
-    } = build(Cart::new(), keys).context("cART")?;
-    if c_mem != c.memory_bytes() {
+    let (mut c, mut cr) = build("cart", Cart::new(), keys).context("cART")?;
+    if cr.memory != c.memory_bytes() {
         tracing::warn!(
-            measured = c_mem,
+            measured = cr.memory,
             reported = c.memory_bytes(),
             "cART memory_bytes differs from the allocator"
         );
     }
-    let Built {
-        index: mut m,
-        memory: m_mem,
-        put: m_put,
-        longest_batch: m_longest,
-    } = build(HashMap::new(), keys).context("HashMap")?;
-    let (mut ct, mut mt) = (vec![("put", c_put)], vec![("put", m_put)]);
+    let (mut m, mut mr) = build("hashmap", HashMap::new(), keys).context("HashMap")?;
+    let (ct, mt) = (&mut cr.timings, &mut mr.timings);
     if runs(Phase::GetSeq) {
         ct.push(("get-seq", get_seq(&c, keys, "cART")?));
         mt.push(("get-seq", get_seq(&m, keys, "HashMap")?));
@@ -328,16 +315,7 @@ fn run_both(keys: &[(u64, String)], order: &[u32], only: &[Phase]) -> anyhow::Re
         }
         mt.push(("remove", remove_all(&mut m, keys)));
     }
-    let run = |structure, memory, longest_batch, timings| Run {
-        structure,
-        memory,
-        longest_batch,
-        timings,
-    };
-    Ok([
-        run("cart", c_mem, c_longest, ct),
-        run("hashmap", m_mem, m_longest, mt),
-    ])
+    Ok([cr, mr])
 }
 
 fn main() -> anyhow::Result<()> {
