@@ -14,6 +14,7 @@ use proptest::prelude::*;
 use pstore_support::{
     check_pages, small_config, swarm, swarm_queues, swarm_slow_writes, write_out_config,
 };
+use swarmio::SwarmIo;
 
 const REG: u32 = 0o100644;
 const DIR: u32 = 0o040755;
@@ -929,11 +930,7 @@ fn a_write_behind_batch_sends_a_run_of_keys_as_one_command_and_waits_at_its_flus
 
 #[test]
 fn a_shared_write_takes_its_bytes_when_sent_pads_with_zeros_and_a_pump_sends_a_few_commands() {
-    let (_ctrl, dev) = swarm_queues(32 << 20, 512, 2);
-    let zone = Zone::new(dev.clone(), Some(0), 8, 64 * 8)
-        .unwrap()
-        .with_write_back_queue(1)
-        .unwrap();
+    let (_ctrl, dev, zone) = zone_with_write_back_queue();
     let slot = dev.slot_bytes() as usize;
     let pages = 3 * slot / 4096;
     // Stale bytes in every bounce slot of the queue: the padding must not come from them.
@@ -1012,6 +1009,17 @@ fn a_shared_write_takes_its_bytes_when_sent_pads_with_zeros_and_a_pump_sends_a_f
     assert_eq!(dev.controller().stats().writes - writes, 10);
 }
 
+/// A zone of 64 pages at page 8 of an emulated device, on queue 0 with queue 1 for
+/// write-backs; the controller is returned to keep it running.
+fn zone_with_write_back_queue() -> (Arc<SwarmIo>, Arc<NvmeDevice>, Zone) {
+    let (ctrl, dev) = swarm_queues(32 << 20, 512, 2);
+    let zone = Zone::new(dev.clone(), Some(0), 8, 64 * 8)
+        .unwrap()
+        .with_write_back_queue(1)
+        .unwrap();
+    (ctrl, dev, zone)
+}
+
 /// Pages by key for keyed writes.
 struct Pages(std::collections::BTreeMap<u64, Vec<u8>>);
 
@@ -1023,11 +1031,7 @@ impl KeyedPages for Pages {
 
 #[test]
 fn a_keyed_write_takes_its_pages_when_sent_one_command_per_slot_and_a_missing_page_fails_it() {
-    let (_ctrl, dev) = swarm_queues(32 << 20, 512, 2);
-    let zone = Zone::new(dev.clone(), Some(0), 8, 64 * 8)
-        .unwrap()
-        .with_write_back_queue(1)
-        .unwrap();
+    let (_ctrl, dev, zone) = zone_with_write_back_queue();
     let per_slot = dev.slot_bytes() as u64 / 4096;
     let keys = 2 * per_slot + 3;
     let mut pages = Pages((0..keys).map(|k| (k, vec![1u8; 4096])).collect());
@@ -1083,11 +1087,7 @@ fn a_keyed_write_takes_its_pages_when_sent_one_command_per_slot_and_a_missing_pa
 
 #[test]
 fn keys_staged_together_go_as_one_write_per_run_of_consecutive_keys() {
-    let (_ctrl, dev) = swarm_queues(32 << 20, 512, 2);
-    let zone = Zone::new(dev.clone(), Some(0), 8, 64 * 8)
-        .unwrap()
-        .with_write_back_queue(1)
-        .unwrap();
+    let (_ctrl, dev, zone) = zone_with_write_back_queue();
     let keys = [3u64, 4, 5, 9, 20, 21];
     let pages = Pages(keys.iter().map(|&k| (k, vec![k as u8; 4096])).collect());
     let late = LateBytes {

@@ -644,12 +644,10 @@ impl Stems {
             None => return None,
         };
         let arena = &self.arena;
-        self.index.put(
-            slice_hash(pino, path),
-            id + 1,
-            |_| false,
-            |v| Self::hash_in(arena, v - 1),
-        );
+        // Not interned: `find` above looked.
+        self.index.insert(slice_hash(pino, path), id + 1, |v| {
+            Self::hash_in(arena, v - 1)
+        });
         self.live += 1;
         self.by_len[path.len()] += 1;
         Some(id)

@@ -187,8 +187,7 @@ impl<T: Slot> Growing<T> {
     }
 
     /// Puts `entry` (hash `h`, for which `is` holds) into the table, in place of the entry for
-    /// which `is` holds if there is one; returns the entry it replaced. Grows the table first
-    /// if a new entry would fill it more than half, and moves the next old slots over after.
+    /// which `is` holds if there is one; returns the entry it replaced.
     pub(super) fn put(
         &mut self,
         h: u64,
@@ -196,28 +195,33 @@ impl<T: Slot> Growing<T> {
         is: impl Fn(T) -> bool,
         hash_of: impl Fn(T) -> u64,
     ) -> Option<T> {
-        if self.slots.is_empty() {
-            self.grow(&hash_of);
-        }
         let replaced = match self.locate(h, &is) {
-            Some(Found::New(i)) => Some(std::mem::replace(&mut self.slots[i], entry)),
+            None => {
+                self.insert(h, entry, hash_of);
+                return None;
+            }
+            Some(Found::New(i)) => std::mem::replace(&mut self.slots[i], entry),
             Some(Found::Old(i)) => {
                 // Moves over with its new value.
                 let old = std::mem::replace(&mut self.old[i], T::MOVED);
                 self.old_used -= 1;
                 self.place(h, entry);
-                Some(old)
-            }
-            None => {
-                if 2 * (self.len() + 1) > self.slots.len() {
-                    self.grow(&hash_of);
-                }
-                self.place(h, entry);
-                None
+                old
             }
         };
         self.step(MOVE_STEP, &hash_of);
-        replaced
+        Some(replaced)
+    }
+
+    /// Puts `entry` (hash `h`), known to be in neither table, into the table without looking
+    /// for it. Grows the table first if the entry would fill it more than half, and moves the
+    /// next old slots over after.
+    pub(super) fn insert(&mut self, h: u64, entry: T, hash_of: impl Fn(T) -> u64) {
+        if 2 * (self.len() + 1) > self.slots.len() {
+            self.grow(&hash_of);
+        }
+        self.place(h, entry);
+        self.step(MOVE_STEP, &hash_of);
     }
 
     /// Removes the entry with hash `h` for which `is` holds; returns it.
