@@ -159,6 +159,10 @@ pub struct ServerConfig {
     /// A metadata request that misses the Icache, or an Icache that writes back often, waits
     /// for the device on the request path.
     pub icache_mib: u64,
+    /// Bytes of a zone per inode slot when the data is formatted (like mkfs.ext4's `-i`):
+    /// the most files and directories a zone holds is its size over this. A volume keeps the
+    /// inode count it was formatted with.
+    pub bytes_per_inode: u64,
     /// Format the data even when it holds something (another file system, a PeakFS volume
     /// of another format version, or one of this format: all of it is erased). Unset, only
     /// data whose superblock LBA is zeros is formatted.
@@ -184,6 +188,8 @@ impl Default for ServerConfig {
             controller_workers: 1,
             ring_capacity: 4096,
             icache_mib: 64,
+            // §II-A, C2: metadata-heavy HPC workloads of many small files.
+            bytes_per_inode: DEFAULT_BYTES_PER_INODE,
             force_format: false,
         }
     }
@@ -245,6 +251,13 @@ impl ServerConfig {
                 "must be in 1..=2^20",
             );
         }
+        if !BYTES_PER_INODE.contains(&self.bytes_per_inode) {
+            return bad(
+                "bytes_per_inode",
+                self.bytes_per_inode.to_string(),
+                "must be in 1024..=2^30",
+            );
+        }
         if !(2..=1 << 20).contains(&self.ring_capacity) {
             return bad(
                 "ring_capacity",
@@ -264,6 +277,11 @@ impl ServerConfig {
         }
     }
 }
+
+/// Zone bytes per inode slot unless configured: one inode per 4 pages.
+pub const DEFAULT_BYTES_PER_INODE: u64 = 16384;
+/// The values `bytes_per_inode` may take.
+pub const BYTES_PER_INODE: std::ops::RangeInclusive<u64> = 1024..=1 << 30;
 
 /// Cores a cpu set can name (glibc's `CPU_SETSIZE`).
 pub const MAX_CPU: usize = 1024;
@@ -343,12 +361,12 @@ mod tests {
         let p = dir.path().join("s.toml");
         std::fs::write(
             &p,
-            "workers = 4\ncontroller = \"swarmio\"\nbackend = \"mmap\"\n",
+            "workers = 4\ncontroller = \"swarmio\"\nbackend = \"mmap\"\nbytes_per_inode = 4096\n",
         )
         .unwrap();
         let c: ServerConfig = load(Some(&p)).unwrap();
         assert_eq!((c.workers, c.controller), (4, ControllerKind::Swarmio));
-        assert_eq!(c.backend, FileBackend::Mmap);
+        assert_eq!((c.backend, c.bytes_per_inode), (FileBackend::Mmap, 4096));
         assert_eq!(c.memcpy_threshold, 4096);
         std::fs::write(&p, "wrokers = 4\n").unwrap();
         assert!(matches!(
@@ -433,6 +451,14 @@ mod tests {
             ..Default::default()
         };
         assert!(s.validate().unwrap_err().to_string().contains("icache_mib"));
+        for bytes_per_inode in [0, 1023, (1 << 30) + 1] {
+            let s = ServerConfig {
+                bytes_per_inode,
+                ..Default::default()
+            };
+            let e = s.validate().unwrap_err().to_string();
+            assert!(e.contains("bytes_per_inode"), "{e}");
+        }
         assert_eq!(
             ServerConfig::default().master_uri(),
             "http://127.0.0.1:7300"

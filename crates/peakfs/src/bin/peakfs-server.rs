@@ -51,6 +51,10 @@ struct Args {
     /// Most MiB of inode cache per worker (a smaller inode area is cached whole).
     #[arg(long)]
     icache_mib: Option<u64>,
+    /// Zone bytes per inode slot when formatting (default 16384): the most files a zone
+    /// holds is its size over this. A formatted volume keeps its inode count.
+    #[arg(long)]
+    bytes_per_inode: Option<u64>,
     /// Do not pin workers to cores.
     #[arg(long)]
     no_pin: bool,
@@ -88,7 +92,8 @@ fn main() -> anyhow::Result<()> {
         controller,
         backend,
         controller_workers,
-        icache_mib
+        icache_mib,
+        bytes_per_inode
     );
     if a.spin_us.is_some() {
         cfg.spin_us = a.spin_us;

@@ -135,10 +135,12 @@ pub struct Icache {
 }
 
 impl Icache {
-    /// `capacity` blocks of `page` bytes over an inode zone of `blocks_total` blocks; at most
-    /// `dirty_ratio` of them dirty (at least one).
+    /// `capacity` blocks of `page` bytes over an inode zone of `blocks_total` blocks (no more
+    /// than the zone has, and two at least); at most `dirty_ratio` of them dirty (at least one).
     pub fn new(capacity: usize, page: usize, blocks_total: u64, dirty_ratio: f64) -> Self {
-        let capacity = capacity.max(2);
+        let capacity = capacity
+            .min(usize::try_from(blocks_total).unwrap_or(usize::MAX))
+            .max(2);
         let entries = (0..capacity)
             .map(|_| Entry {
                 block: 0,
@@ -769,5 +771,30 @@ mod tests {
         assert_eq!(io.writes, vec![50]);
         c.read(&mut io, 50, 0, &mut b).unwrap();
         assert_eq!(b, [1], "written-back data reads back");
+    }
+
+    #[test]
+    fn a_cache_larger_than_its_inode_zone_holds_only_the_zone() {
+        let mut io = zone(6);
+        let mut c = Icache::new(1000, 64, 6, 0.5);
+        assert_eq!(c.entries.len(), 6, "one entry per block of the zone");
+        let mut b = [0u8; 1];
+        for blk in 0..6 {
+            c.read(&mut io, blk, 0, &mut b).unwrap();
+        }
+        let (reads, hits) = (io.reads, c.stats().hits);
+        for blk in 0..6 {
+            c.read(&mut io, blk, 0, &mut b).unwrap();
+        }
+        assert_eq!(
+            (io.reads, c.stats().hits),
+            (reads, hits + 6),
+            "the whole zone stays cached"
+        );
+        assert_eq!(
+            Icache::new(1000, 64, 1, 0.5).entries.len(),
+            2,
+            "two at least"
+        );
     }
 }

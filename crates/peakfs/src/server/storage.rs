@@ -177,6 +177,8 @@ pub struct Storage {
     existing: Option<ServerSuper>,
     /// Most Icache bytes per zone (`icache_mib`).
     icache_bytes: u64,
+    /// Zone bytes per inode slot of a format (`bytes_per_inode`).
+    bytes_per_inode: u64,
 }
 
 impl Storage {
@@ -256,6 +258,7 @@ impl Storage {
             existing,
             dev,
             icache_bytes: cfg.icache_mib << 20,
+            bytes_per_inode: cfg.bytes_per_inode,
         })
     }
 
@@ -296,9 +299,22 @@ impl Storage {
             }
             return (0..workers)
                 .map(|w| {
-                    let cfg = zone_config(&sb, layout, w, self.icache_bytes);
-                    PStore::open(self.dev.clone(), &cfg)
-                        .map_err(|source| StorageError::Store { zone: w, source })
+                    let cfg = self.zone_config(&sb, layout, w);
+                    let ps = PStore::open(self.dev.clone(), &cfg)
+                        .map_err(|source| StorageError::Store { zone: w, source })?;
+                    let formatted = ps.stats().inode_slots;
+                    if w == 0
+                        && formatted.div_ceil(INODES_PER_BLOCK)
+                            != cfg.inode_slots.div_ceil(INODES_PER_BLOCK)
+                    {
+                        tracing::warn!(
+                            formatted,
+                            asked = cfg.inode_slots,
+                            "the volume keeps the inode slots per zone it was formatted with; \
+                             bytes_per_inode applies when formatting"
+                        );
+                    }
+                    Ok(ps)
                 })
                 .collect();
         }
@@ -316,7 +332,7 @@ impl Storage {
         };
         let mut stores = Vec::with_capacity(workers as usize);
         for w in 0..workers {
-            let cfg = zone_config(&sb, layout, w, self.icache_bytes);
+            let cfg = self.zone_config(&sb, layout, w);
             let mut ps = PStore::format(self.dev.clone(), &cfg)
                 .map_err(|source| StorageError::Store { zone: w, source })?;
             if layout.route(0)
@@ -342,19 +358,33 @@ impl Storage {
     }
 }
 
-/// The PStore settings of zone `worker`, with at most `icache_bytes` of Icache.
-fn zone_config(sb: &ServerSuper, layout: &Layout, worker: u32, icache_bytes: u64) -> PStoreConfig {
+impl Storage {
+    /// The PStore settings of zone `worker`: one inode slot per `bytes_per_inode` of it, and at
+    /// most `icache_bytes` of Icache.
+    fn zone_config(&self, sb: &ServerSuper, layout: &Layout, worker: u32) -> PStoreConfig {
+        zone_config(sb, layout, worker, self.icache_bytes, self.bytes_per_inode)
+    }
+}
+
+/// The PStore settings of zone `worker`, with at most `icache_bytes` of Icache and one inode
+/// slot per `bytes_per_inode` of the zone.
+fn zone_config(
+    sb: &ServerSuper,
+    layout: &Layout,
+    worker: u32,
+    icache_bytes: u64,
+    bytes_per_inode: u64,
+) -> PStoreConfig {
     let mut c = PStoreConfig::new(1 + u64::from(worker) * sb.zone_lbas, sb.zone_lbas);
     c.block_pages = sb.block_size / 4096;
-    // Metadata-heavy HPC workloads (§II-A, C2: many small files): one inode per 4 pages.
     let pages = sb.zone_lbas * u64::from(LBA) / 4096;
-    c.inode_slots = (pages / 4).max(c.inode_slots);
+    c.inode_slots = (sb.zone_lbas * u64::from(LBA) / bytes_per_inode.max(1)).max(INODES_PER_BLOCK);
     c.max_dentries = c.inode_slots;
     // The whole inode area when it fits the budget (§II-A, C4: memory is plentiful): a
     // miss is a device read on the request path, and the dirty limit, a share of the
-    // cache, sets how often write-back interrupts it.
-    let inode_blocks = c.inode_slots.div_ceil(INODES_PER_BLOCK);
-    c.icache_blocks = inode_blocks.min(icache_bytes / PAGE as u64).max(1) as usize;
+    // cache, sets how often write-back interrupts it. The PStore caps the cache at the
+    // inode area it was formatted with.
+    c.icache_blocks = (icache_bytes / PAGE as u64).max(1) as usize;
     // One thirty-second of the zone (1 MiB at least, 64 MiB at most): every time the log
     // fills, a checkpoint writes all of the zone's tables and dentries.
     c.wal_pages = (pages / 32).clamp(WAL_PAGES_MIN, WAL_PAGES_MAX);
@@ -414,6 +444,7 @@ fn swarm(size: u64, queues: u16) -> Result<Arc<dyn Controller>, StorageError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::DEFAULT_BYTES_PER_INODE;
     use gpu_nvme::controller::FileBackend;
     use std::path::Path;
 
@@ -455,7 +486,7 @@ mod tests {
     }
 
     #[test]
-    fn a_zone_caches_its_whole_inode_area_within_the_budget_logs_a_32nd_of_itself_and_has_two_queues()
+    fn a_zone_has_an_inode_per_bytes_per_inode_an_icache_of_the_budget_a_log_of_a_32nd_and_two_queues()
      {
         let layout = Layout::new(2, 2, 65536).unwrap();
         let zone = |mib: u64| ServerSuper {
@@ -465,23 +496,67 @@ mod tests {
             block_size: 65536,
             zone_lbas: (mib << 20) / u64::from(LBA),
         };
-        // 512 MiB: 32,768 inode slots in 1,024 blocks (4 MiB), all cached; WAL 16 MiB.
-        let c = zone_config(&zone(512), &layout, 1, 64 << 20);
-        assert_eq!(c.inode_slots, 32768);
-        assert_eq!(c.icache_blocks, 1024);
+        let default = DEFAULT_BYTES_PER_INODE;
+        // 512 MiB: 32,768 inode slots (one per 16 KiB); 64 MiB of cache; WAL 16 MiB.
+        let c = zone_config(&zone(512), &layout, 1, 64 << 20, default);
+        assert_eq!((c.inode_slots, c.max_dentries), (32768, 32768));
+        assert_eq!(
+            c.icache_blocks, 16384,
+            "the PStore caps it at its inode area"
+        );
         assert_eq!(c.wal_pages, 4096);
         assert_eq!((c.queue, c.write_back_queue), (Some(1), Some(3)));
-        // A budget below the inode area caps the cache.
         assert_eq!(
-            zone_config(&zone(512), &layout, 1, 1 << 20).icache_blocks,
+            zone_config(&zone(512), &layout, 1, 1 << 20, default).icache_blocks,
             256
         );
-        // The log stays within 1..=64 MiB.
-        assert_eq!(zone_config(&zone(16), &layout, 0, 64 << 20).wal_pages, 256);
+        // One inode per page, and a tiny zone that still gets one Icache block of them.
         assert_eq!(
-            zone_config(&zone(4096), &layout, 0, 64 << 20).wal_pages,
+            zone_config(&zone(512), &layout, 1, 64 << 20, 4096).inode_slots,
+            131072
+        );
+        assert_eq!(
+            zone_config(&zone(1), &layout, 1, 64 << 20, 1 << 30).inode_slots,
+            INODES_PER_BLOCK
+        );
+        // The log stays within 1..=64 MiB.
+        assert_eq!(
+            zone_config(&zone(16), &layout, 0, 64 << 20, default).wal_pages,
+            256
+        );
+        assert_eq!(
+            zone_config(&zone(4096), &layout, 0, 64 << 20, default).wal_pages,
             16384
         );
+    }
+
+    #[test]
+    fn bytes_per_inode_sets_the_inodes_of_a_format_and_a_volume_keeps_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("data");
+        let layout = Layout::new(1, 2, 65536).unwrap();
+        let slots = |cfg: &ServerConfig| {
+            let mut s = Storage::open(cfg).unwrap();
+            let zones = s.zones(0, &layout, StoreHint::default()).unwrap();
+            zones
+                .iter()
+                .map(|z| z.stats().inode_slots)
+                .collect::<Vec<_>>()
+        };
+        let dense = ServerConfig {
+            bytes_per_inode: 4096,
+            ..two_workers(&path)
+        };
+        // 64 MiB over two zones: 8,184 pages each, rounded up to whole Icache blocks.
+        assert_eq!(slots(&dense), vec![8192, 8192]);
+        // Reopened with another value (the default, 4x sparser): unchanged.
+        assert_eq!(slots(&two_workers(&path)), vec![8192, 8192]);
+        // Formatted anew with the default: a quarter of them.
+        let forced = ServerConfig {
+            force_format: true,
+            ..two_workers(&path)
+        };
+        assert_eq!(slots(&forced), vec![2048, 2048]);
     }
 
     fn two_workers(data: &Path) -> ServerConfig {
