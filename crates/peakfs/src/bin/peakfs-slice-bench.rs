@@ -50,6 +50,10 @@ struct Args {
     /// MiB of the data file.
     #[arg(long, default_value_t = 2048)]
     data_mib: u64,
+    /// Zone bytes per inode slot (the server's `--bytes-per-inode`): more files need more
+    /// slots or a bigger data file.
+    #[arg(long, default_value_t = peakfs::config::DEFAULT_BYTES_PER_INODE)]
+    bytes_per_inode: u64,
     /// Folder of the data file (default: /dev/shm when it exists, else the temporary folder).
     #[arg(long)]
     dir: Option<std::path::PathBuf>,
@@ -149,8 +153,10 @@ fn main() -> anyhow::Result<()> {
         data_size: args.data_mib << 20,
         workers: 1,
         backend: args.backend,
+        bytes_per_inode: args.bytes_per_inode,
         ..ServerConfig::default()
     };
+    cfg.validate()?;
     let mut storage = Storage::open(&cfg)?;
     let layout = Layout::new(1, 1, 64 << 10)?;
     let zone = storage
