@@ -1082,16 +1082,56 @@ impl Cart {
         out
     }
 
-    /// Every dentry, directory by directory (for checkpoints).
+    /// Every dentry, directory by directory, in no particular order (for checkpoints, which
+    /// hold a worker: a walk in name order sorted and collected each node's slots, which made
+    /// most of a checkpoint's time at a million names).
     pub fn for_each(&self, mut f: impl FnMut(u64, &[u8], u64)) {
-        let mut pinos: Vec<u64> = self.roots.keys().copied().collect();
-        pinos.sort_unstable();
-        for pino in pinos {
-            self.for_each_in_dir(pino, None, |n, v| {
-                f(pino, n, v);
-                ControlFlow::Continue(())
-            });
+        let mut path = Vec::with_capacity(MAX_NAME);
+        for (&pino, &w) in &self.roots {
+            if let Some(r) = Ref::from_word(w) {
+                self.walk_unordered(r, &mut path, &mut |name, v| f(pino, name, v));
+            }
         }
+    }
+
+    /// Every entry under `r`, in node order.
+    fn walk_unordered(&self, r: Ref, path: &mut Vec<u8>, f: &mut impl FnMut(&[u8], u64)) {
+        let base = path.len();
+        path.extend_from_slice(self.prefix(r));
+        match r.kind {
+            Kind::N16 => {
+                for (b, w) in self.n16.get(r.idx).slots() {
+                    self.visit_unordered(b, w, path, f);
+                }
+            }
+            Kind::N64 => {
+                for (b, w) in self.n64.get(r.idx).slots() {
+                    self.visit_unordered(b, w, path, f);
+                }
+            }
+            Kind::N256 => {
+                let n = self.n256.get(r.idx);
+                for b in 0..=255u8 {
+                    if let Some(w) = n.val(b) {
+                        self.visit_unordered(b, w, path, f);
+                    }
+                }
+            }
+        }
+        path.truncate(base);
+    }
+
+    /// The slot of byte `b` holding `w`: a child node walked, or a value visited.
+    fn visit_unordered(&self, b: u8, w: u64, path: &mut Vec<u8>, f: &mut impl FnMut(&[u8], u64)) {
+        let len = path.len();
+        if b != 0 {
+            path.push(b);
+        }
+        match Ref::from_word(w) {
+            Some(c) => self.walk_unordered(c, path, f),
+            None => f(path, w),
+        }
+        path.truncate(len);
     }
 
     fn walk(
@@ -1932,6 +1972,7 @@ mod tests {
             }
             let problems = c.jump_problems();
             prop_assert!(problems.is_empty(), "{:?}", problems);
+            prop_assert_eq!(every_entry(&c), m.clone());
             for p in 0..2u64 {
                 for s in ["d", "data", "dat"] {
                     for a in 0..6u64 {
@@ -1971,8 +2012,39 @@ mod tests {
             for ((p, n), v) in &m {
                 prop_assert_eq!(c.get(*p, n), Some(*v));
             }
+            prop_assert_eq!(every_entry(&c), m);
             let problems = c.jump_problems();
             prop_assert!(problems.is_empty(), "{:?}", problems);
         }
+    }
+
+    #[test]
+    fn a_checkpoint_walk_visits_every_entry_of_every_node_kind_once() {
+        let mut c = Cart::new();
+        let mut m = BTreeMap::new();
+        // Directory k: names that differ in one byte after a shared prefix, 10 (a Node16),
+        // 40 (a Node64) and 250 (a Node256) of them, each also with a longer name below it.
+        for (pino, count) in [(1u64, 10u8), (2, 40), (3, 250)] {
+            for b in (1..=count).filter(|&b| b != b'/') {
+                for name in [vec![b'p', b'.', b], vec![b'p', b'.', b, b'.', b'z']] {
+                    let v = pino << 20 | u64::from(b) << 1 | (name.len() as u64 & 1);
+                    c.insert(pino, &name, v).unwrap();
+                    m.insert((pino, name), v);
+                }
+            }
+            // A name that ends where the names branch: the node's slot of byte 0.
+            c.insert(pino, b"p.", pino).unwrap();
+            m.insert((pino, b"p.".to_vec()), pino);
+        }
+        assert_eq!(every_entry(&c), m);
+    }
+
+    /// What `for_each` visits (a checkpoint's dentries), each entry at most once.
+    fn every_entry(c: &Cart) -> BTreeMap<(u64, Vec<u8>), u64> {
+        let mut seen = BTreeMap::new();
+        c.for_each(|p, n, v| {
+            assert!(seen.insert((p, n.to_vec()), v).is_none(), "{p} {n:?} twice");
+        });
+        seen
     }
 }
