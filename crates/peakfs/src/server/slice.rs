@@ -37,6 +37,19 @@ pub struct Slice {
 const KNOWN_DIRS_MAX: usize = 1 << 16;
 
 fn fail(e: PStoreError) -> Failure {
+    if let PStoreError::NoSpace(what @ ("inode slots" | "dentries")) = e {
+        // The client sees ENOSPC with data pages to spare: say what is full, and what to do.
+        static WARNED: std::sync::Once = std::sync::Once::new();
+        WARNED.call_once(|| {
+            tracing::warn!(
+                full = what,
+                "a zone is out of inode slots: more files need a data volume formatted with a \
+                 smaller --bytes-per-inode, or a bigger one"
+            );
+        });
+        let msg = format!("{e} (the zone's inode slots are set at format by --bytes-per-inode)");
+        return (Errno::ENOSPC, msg);
+    }
     let errno = match &e {
         PStoreError::NoInode(_) | PStoreError::NoEntry { .. } => Errno::ENOENT,
         PStoreError::Exists(_) => Errno::EEXIST,
@@ -624,4 +637,24 @@ fn now_ns() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_zone_out_of_inode_slots_says_how_to_get_more() {
+        for what in ["inode slots", "dentries"] {
+            let (errno, msg) = fail(PStoreError::NoSpace(what));
+            assert_eq!(errno, Errno::ENOSPC);
+            assert!(
+                msg.contains(what) && msg.contains("--bytes-per-inode"),
+                "{msg}"
+            );
+        }
+        let (errno, msg) = fail(PStoreError::NoSpace("WAL"));
+        assert_eq!(errno, Errno::ENOSPC);
+        assert!(!msg.contains("bytes-per-inode"), "{msg}");
+    }
 }
