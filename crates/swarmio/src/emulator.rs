@@ -638,12 +638,12 @@ impl SwarmIo {
                 Err(status) => status,
             },
             Prepared::Rw { write, off, len } => {
-                if !write
-                    && self
-                        .faults
-                        .media_error(sqe.slba(), u64::from(sqe.block_count()))
-                {
+                let (lba, blocks) = (sqe.slba(), u64::from(sqe.block_count()));
+                if !write && self.faults.media_error(lba, blocks) {
                     return Status::unrecovered_read_error();
+                }
+                if write && self.faults.write_fault(lba, blocks) {
+                    return Status::write_fault();
                 }
                 let segs = match path.segments(sqe, len) {
                     Ok(s) => s,

@@ -1,7 +1,8 @@
-//! Fault injection: media errors on chosen LBAs, latency spikes, and controller reset (the
-//! reset itself is [`crate::SwarmIo::reset`]).
+//! Fault injection: media errors on chosen LBAs (reads that fail, and writes that fail with a
+//! write fault, leaving the media as it was), latency spikes, and controller reset (the reset
+//! itself is [`crate::SwarmIo::reset`]).
 //!
-//! Workers consult the media-error table on every read, so it is a sorted list behind a
+//! Workers consult the media-error table on every read and write, so it is a list behind a
 //! reader-writer lock that is only written when faults are injected, plus an `armed` flag that
 //! keeps the lock off the hot path while no media error is set.
 
@@ -13,7 +14,8 @@ use std::time::Duration;
 /// The faults currently injected into one emulated SSD.
 #[derive(Debug, Default)]
 pub struct Faults {
-    media: RwLock<Vec<Range<u64>>>,
+    /// Ranges of failing LBAs, and whether they fail writes (rather than reads).
+    media: RwLock<Vec<(Range<u64>, bool)>>,
     armed: AtomicBool,
     spike_every: AtomicU64,
     spike_ns: AtomicU64,
@@ -28,16 +30,25 @@ impl Faults {
 
     /// Reads touching any LBA in `lbas` complete with Unrecovered Read Error from now on.
     pub fn add_media_error(&self, lbas: Range<u64>) {
+        self.add(lbas, false);
+    }
+
+    /// Writes touching any LBA in `lbas` complete with Write Fault from now on, and write
+    /// nothing (a crash test stops a writer at that write).
+    pub fn add_write_fault(&self, lbas: Range<u64>) {
+        self.add(lbas, true);
+    }
+
+    fn add(&self, lbas: Range<u64>, writes: bool) {
         if lbas.is_empty() {
             return;
         }
         let mut media = self.media.write().unwrap_or_else(|e| e.into_inner());
-        media.push(lbas);
-        media.sort_by_key(|r| r.start);
+        media.push((lbas, writes));
         self.armed.store(true, Ordering::Release);
     }
 
-    /// Removes every media error.
+    /// Removes every media error and write fault.
     pub fn clear_media_errors(&self) {
         let mut media = self.media.write().unwrap_or_else(|e| e.into_inner());
         media.clear();
@@ -46,12 +57,23 @@ impl Faults {
 
     /// Whether a read of `blocks` blocks at `lba` touches an injected media error.
     pub fn media_error(&self, lba: u64, blocks: u64) -> bool {
+        self.hits(lba, blocks, false)
+    }
+
+    /// Whether a write of `blocks` blocks at `lba` touches an injected write fault.
+    pub fn write_fault(&self, lba: u64, blocks: u64) -> bool {
+        self.hits(lba, blocks, true)
+    }
+
+    fn hits(&self, lba: u64, blocks: u64, writes: bool) -> bool {
         if !self.armed.load(Ordering::Acquire) {
             return false;
         }
         let end = lba.saturating_add(blocks);
         let media = self.media.read().unwrap_or_else(|e| e.into_inner());
-        media.iter().any(|r| r.start < end && lba < r.end)
+        media
+            .iter()
+            .any(|(r, w)| *w == writes && r.start < end && lba < r.end)
     }
 
     /// Every `every`-th command (counted across the controller) completes `extra` later than
@@ -99,8 +121,13 @@ mod tests {
         assert!(!f.media_error(110, 8), "a read starting right after it");
         assert!(f.media_error(5, 1));
         assert!(!f.media_error(u64::MAX - 1, 5), "no overflow near the end");
+        assert!(!f.write_fault(105, 1), "a read error fails no write");
+        f.add_write_fault(200..201);
+        assert!(f.write_fault(199, 2) && !f.write_fault(201, 4));
+        assert!(!f.media_error(200, 1), "a write fault fails no read");
         f.clear_media_errors();
         assert!(!f.media_error(105, 1));
+        assert!(!f.write_fault(200, 1));
     }
 
     #[test]

@@ -87,6 +87,30 @@ fn injected_media_errors_fail_reads_of_those_blocks_only() {
 }
 
 #[test]
+fn injected_write_faults_fail_writes_of_those_blocks_and_leave_them_as_they_were() {
+    let ctrl = emulator(1.0, 10.0, 2);
+    let dev = device(&ctrl);
+    dev.write_blocks(60, &[7u8; 4096]).unwrap();
+    ctrl.faults().add_write_fault(60..61);
+    let err = dev.write_blocks(59, &[9u8; 8192]).unwrap_err();
+    assert!(
+        matches!(err, DeviceError::Status { status, .. } if status == Status::write_fault()),
+        "{err}"
+    );
+    let mut buf = vec![0u8; 4096];
+    dev.read_blocks(60, &mut buf).unwrap();
+    assert!(
+        buf.iter().all(|&x| x == 7),
+        "the failed write changed the block"
+    );
+    dev.write_blocks(61, &[9u8; 4096]).unwrap();
+    ctrl.faults().clear_media_errors();
+    dev.write_blocks(60, &[9u8; 4096]).unwrap();
+    dev.read_blocks(60, &mut buf).unwrap();
+    assert!(buf.iter().all(|&x| x == 9));
+}
+
+#[test]
 fn latency_spikes_delay_the_chosen_commands() {
     let ctrl = emulator(1.0, 10.0, 2);
     let dev = device(&ctrl);

@@ -887,7 +887,7 @@ impl PStore {
                 s.apply(rec, false)?;
             }
         }
-        s.wal = Wal::new(sb.fs_id, PAGE, sb.wal_pages * PAGE as u64, replay.next_seq);
+        s.wal = Wal::after_replay(sb.fs_id, PAGE, &log, &replay);
         // Orphans: open files of clients gone with the restart, or frees a crash cut short.
         let orphans: Vec<u64> = s.orphans.iter().copied().collect();
         if !orphans.is_empty() {

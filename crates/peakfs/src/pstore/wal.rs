@@ -353,6 +353,27 @@ impl Wal {
         }
     }
 
+    /// The log as [`Self::replay`] of `region` left it: its complete frames stay where they
+    /// are, and the next frame goes after them. A log started over at its first page instead
+    /// would overwrite frames that only the log holds until the next checkpoint is down.
+    pub fn after_replay(fs_id: u64, page: usize, region: &[u8], replay: &Replay) -> Self {
+        let end = usize::try_from(replay.end)
+            .unwrap_or(usize::MAX)
+            .min(region.len());
+        let from = end / page * page;
+        // The last partial page is written again, whole, with the next frames.
+        let buf = region[from..end].to_vec();
+        Self {
+            fs_id,
+            page,
+            capacity: region.len() as u64,
+            written: buf.len(),
+            buf,
+            buf_start: from as u64,
+            next_seq: replay.next_seq,
+        }
+    }
+
     /// Sequence number of the next frame.
     pub fn next_seq(&self) -> u64 {
         self.next_seq
@@ -568,6 +589,29 @@ mod tests {
             Wal::replay(42, &region, 6).frames.is_empty(),
             "another epoch"
         );
+    }
+
+    #[test]
+    fn a_log_reopened_after_replay_appends_after_its_frames() {
+        let mut wal = Wal::new(42, 512, 8192, 5);
+        let mut region = vec![0u8; 8192];
+        for _ in 0..3 {
+            wal.append(&sample()).unwrap();
+        }
+        written(&mut wal, &mut region);
+        let r = Wal::replay(42, &region, 5);
+        let mut again = Wal::after_replay(42, 512, &region, &r);
+        assert_eq!((again.len(), again.next_seq()), (r.end, 8));
+        assert!(!again.has_unwritten());
+        again.append(&sample()).unwrap();
+        written(&mut again, &mut region);
+        let r = Wal::replay(42, &region, 5);
+        assert_eq!(
+            (r.frames.len(), r.next_seq),
+            (4, 9),
+            "the first three and the new one"
+        );
+        assert_eq!(r.end, again.len());
     }
 
     #[test]
