@@ -817,3 +817,47 @@ fn a_crash_while_recovery_checkpoints_loses_none_of_the_log_it_replayed() {
     assert_eq!(s.stats().orphans, 0, "the orphan is freed");
     check_pages(&mut s);
 }
+
+/// A checkpoint cut short by a failed write (of its superblock, or of its checkpoint area)
+/// changes nothing durable: the store goes on with the last checkpoint and its log, and
+/// after a power cut every fsynced operation, before the failed checkpoint and after it, is
+/// there.
+#[test]
+fn a_checkpoint_cut_short_by_a_write_fault_loses_nothing_fsynced() {
+    let cfg = small_config(4096);
+    // Zone pages 0-1 are the superblocks; the two checkpoint areas follow the 16-page log,
+    // 177 pages each for this zone (2,048 inode slots and dentries, 4,096 pages).
+    let ckpt_areas = WAL_PAGE + cfg.wal_pages..WAL_PAGE + cfg.wal_pages + 2 * 177;
+    for (what, lbas) in [("superblock", 0..2), ("checkpoint area", ckpt_areas)] {
+        let (ssd, dev) = swarm(32 << 20, 4096);
+        let mut s = PStore::format(dev.clone(), &cfg).unwrap();
+        let mut m = Model::new();
+        for op in [
+            Op::Create(1),
+            Op::Write(1, 0, 5000, 1),
+            Op::Create(2),
+            Op::Fsync,
+        ] {
+            step(&mut s, &mut m, &op);
+        }
+        ssd.faults().add_write_fault(lbas);
+        assert!(
+            s.checkpoint().is_err(),
+            "{what}: the checkpoint wrote through a fault"
+        );
+        ssd.faults().clear_media_errors();
+        for op in [
+            Op::Write(2, 100, 3000, 2),
+            Op::Unlink(1),
+            Op::Create(3),
+            Op::Fsync,
+        ] {
+            step(&mut s, &mut m, &op);
+        }
+        drop(s);
+        ssd.power_cut().unwrap();
+        let mut s = PStore::open(dev, &cfg).unwrap();
+        assert_eq!(state(&mut s), m, "{what}");
+        check_pages(&mut s);
+    }
+}
