@@ -353,25 +353,36 @@ impl Wal {
         }
     }
 
-    /// The log as [`Self::replay`] of `region` left it: its complete frames stay where they
-    /// are, and the next frame goes after them. A log started over at its first page instead
-    /// would overwrite frames that only the log holds until the next checkpoint is down.
-    pub fn after_replay(fs_id: u64, page: usize, region: &[u8], replay: &Replay) -> Self {
+    /// The log as [`Self::replay`] of `region` from byte `start` left it: its complete frames
+    /// stay where they are, and the next frame goes after them. A log started over at its
+    /// first page instead would overwrite frames that only the log holds until the next
+    /// checkpoint is down.
+    pub fn after_replay(
+        fs_id: u64,
+        page: usize,
+        region: &[u8],
+        start: usize,
+        replay: &Replay,
+    ) -> Self {
         let end = usize::try_from(replay.end)
+            .ok()
+            .and_then(|e| e.checked_add(start))
             .unwrap_or(usize::MAX)
             .min(region.len());
-        let from = end / page * page;
-        // The last partial page is written again, whole, with the next frames.
-        let buf = region[from..end].to_vec();
-        Self {
-            fs_id,
-            page,
-            capacity: region.len() as u64,
-            written: buf.len(),
-            buf,
-            buf_start: from as u64,
-            next_seq: replay.next_seq,
-        }
+        let mut wal = Self::new(fs_id, page, region.len() as u64, replay.next_seq);
+        wal.continue_after(&region[..end]);
+        wal
+    }
+
+    /// Goes on after `log`, the log's bytes from its start, which are on the device (nothing of
+    /// this log may be unwritten): the next frame goes after them, and the last partial page
+    /// is written again, whole, with it.
+    pub fn continue_after(&mut self, log: &[u8]) {
+        debug_assert!(!self.has_unwritten(), "unwritten frames would be dropped");
+        let from = log.len() / self.page * self.page;
+        self.buf = log[from..].to_vec();
+        self.buf_start = from as u64;
+        self.written = self.buf.len();
     }
 
     /// Sequence number of the next frame.
@@ -387,6 +398,11 @@ impl Wal {
     /// Whether the log holds no frame.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Bytes of frames not yet written.
+    pub fn unwritten_bytes(&self) -> usize {
+        self.buf.len() - self.written
     }
 
     /// Whether frames not yet written exist.
@@ -600,7 +616,7 @@ mod tests {
         }
         written(&mut wal, &mut region);
         let r = Wal::replay(42, &region, 5);
-        let mut again = Wal::after_replay(42, 512, &region, &r);
+        let mut again = Wal::after_replay(42, 512, &region, 0, &r);
         assert_eq!((again.len(), again.next_seq()), (r.end, 8));
         assert!(!again.has_unwritten());
         again.append(&sample()).unwrap();
