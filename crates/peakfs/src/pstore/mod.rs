@@ -1214,6 +1214,8 @@ impl PStore {
         let data = self.data.pump_writing(&self.zone);
         let (cache, mut io) = self.meta_io();
         let icache = cache.poll_write_behind(&mut io, false)?;
+        // A failed data write-out is returned before the checkpoint and log steps can fail.
+        let data = data?;
         self.write_checkpoint_step(CHECKPOINT_STEP)?;
         // A log that nothing writes (no fsync, no Icache write-back) was written all at once by
         // the next checkpoint: tens of megabytes of unlinks held the worker 110-260 ms on the
@@ -1221,7 +1223,7 @@ impl PStore {
         if self.wal.unwritten_bytes() >= LOG_WRITE_AHEAD {
             self.commit()?;
         }
-        Ok(data? || icache || self.ckpt_job.is_some())
+        Ok(data || icache || self.ckpt_job.is_some())
     }
 
     /// Makes every operation so far durable (the data written and all metadata).
