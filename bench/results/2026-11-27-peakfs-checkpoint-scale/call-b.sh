@@ -1,31 +1,4 @@
 #!/usr/bin/env bash
-# Call B: checkpoints written between requests: A (d7a2d7c, the end of call A) against B
-# (005297f: taken with a quarter of the log left, written by pump a megabyte at a time, the log
-# written a megabyte at a time). Binaries in gpu-run/ckpt/{new,steps}; usage: call-b.sh OUT
-set -u
-O=${1:?}; mkdir -p "$O"; nproc; date -u
-D=gpu-run/ckpt; A=new; B=steps
-slice() { # build round
-  local f=$O/slice-$1-$2
-  timeout 150 $D/$1/peakfs-slice-bench --files 1000000 --rounds 1 --data-mib 8192 \
-    --bytes-per-inode 4096 --json > $f.jsonl 2> $f.err || { echo FAILED $f; tail -3 $f.err; }
-}
-md() { # build round
-  local f=$O/md-$1-$2
-  mkdir -p $f.logs
-  RUST_LOG=info timeout 200 $D/$1/peakfs bench --local-pin --procs 8 --files 250000 \
-    --local-cluster 8 --local-workers 1 --local-data-mib 4096 \
-    --local-server-arg=--bytes-per-inode=4096 --only create-empty --only stat-empty \
-    --only remove-empty --local-logs $f.logs --json > $f.jsonl 2> $f.err \
-    || { echo FAILED $f; tail -3 $f.err; }
-}
-for r in 1 2; do
-  if (( r % 2 )); then order="$A $B"; else order="$B $A"; fi
-  for b in $order; do slice $b $r; done
-done
-for r in 1 2; do
-  if (( r % 2 )); then order="$A $B"; else order="$B $A"; fi
-  for b in $order; do md $b $r; done
-done
-python3 bench/results/2026-11-27-peakfs-checkpoint-scale/summary.py "$O" | tee "$O/summary.txt"
-date -u
+# Call B: checkpoints written between requests. new (d7a2d7c, the end of call A) against steps
+# (005297f). Usage: call-b.sh OUT
+exec bash "$(dirname "$0")/call-a.sh" "${1:?}" new steps

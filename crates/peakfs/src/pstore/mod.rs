@@ -207,7 +207,7 @@ struct Superblock {
     /// Sequence number of the first WAL frame after the checkpoint.
     wal_seq: u64,
     /// Byte of the log where that frame starts (0 but for a moment after a checkpoint
-    /// written between requests: see [`PStore::finish_checkpoint`]).
+    /// written between requests: see [`PStore::make_checkpoint_current`]).
     wal_offset: u64,
 }
 
@@ -1049,9 +1049,7 @@ impl PStore {
     /// Writes all state to the inactive checkpoint area, switches the superblock to it and
     /// empties the WAL (first finishing a checkpoint being written between requests).
     pub fn checkpoint(&mut self) -> Result<(), PStoreError> {
-        if self.ckpt_job.is_some() {
-            self.finish_checkpoint()?;
-        }
+        self.finish_checkpoint()?;
         self.start_checkpoint()?;
         self.finish_checkpoint()
     }
@@ -1089,33 +1087,40 @@ impl PStore {
     }
 
     /// Writes the next `bytes` (whole pages) of the checkpoint being written, if any; the last
-    /// of it finishes the checkpoint. A failed write drops the checkpoint (the last one stays
-    /// current).
+    /// of it makes the checkpoint current ([`Self::make_checkpoint_current`]), a stop that is
+    /// counted with the last piece's write. A failed write drops the checkpoint (the last one
+    /// stays current).
     fn write_checkpoint_step(&mut self, bytes: usize) -> Result<(), PStoreError> {
+        let start = Instant::now();
         let Some(job) = self.ckpt_job.as_mut() else {
             return Ok(());
         };
         let n = (job.bytes.len() - job.written).min(bytes);
-        let first = job.sb.ckpt_start[usize::from(job.sb.active)] + (job.written / PAGE) as u64;
-        let piece = &job.bytes[job.written..job.written + n];
-        let wrote = if n == 0 {
-            Ok(())
-        } else {
-            self.zone.write(first, piece)
-        };
-        if let Err(e) = wrote {
-            self.drop_checkpoint();
-            return Err(e.into());
+        if n > 0 {
+            let first = job.sb.ckpt_start[usize::from(job.sb.active)] + (job.written / PAGE) as u64;
+            if let Err(e) = self
+                .zone
+                .write(first, &job.bytes[job.written..job.written + n])
+            {
+                self.drop_checkpoint();
+                return Err(e.into());
+            }
         }
         job.written += n;
         if job.written == job.bytes.len() {
-            self.finish_checkpoint()?;
+            self.make_checkpoint_current()?;
+            self.record_stop(start.elapsed());
         }
         Ok(())
     }
 
-    /// Writes what is left of the checkpoint being written and makes it current, then moves
-    /// the frames logged since it was taken to the start of the log.
+    /// Writes what is left of the checkpoint being written, if any, and makes it current.
+    fn finish_checkpoint(&mut self) -> Result<(), PStoreError> {
+        self.write_checkpoint_step(usize::MAX)
+    }
+
+    /// Makes the checkpoint written to the device current, then moves the frames logged since
+    /// it was taken to the start of the log.
     ///
     /// The superblock first names the checkpoint and the byte of the log where its frames
     /// start. The frames then move to the log's start, when they end before where they are
@@ -1123,25 +1128,19 @@ impl PStore {
     /// 0. A crash anywhere in between replays from whichever superblock is down. When nothing
     /// was logged since the checkpoint was taken (a checkpoint written at once), one
     /// superblock does it all.
-    fn finish_checkpoint(&mut self) -> Result<(), PStoreError> {
-        let start = Instant::now();
+    fn make_checkpoint_current(&mut self) -> Result<(), PStoreError> {
         let Some(mut job) = self.ckpt_job.take() else {
             return Ok(());
         };
-        let first = job.sb.ckpt_start[usize::from(job.sb.active)] + (job.written / PAGE) as u64;
         let since = self.wal.len() - job.sb.wal_offset;
         if since == 0 {
             job.sb.wal_offset = 0;
         }
-        let rest = &job.bytes[job.written..];
-        let made_current = (if rest.is_empty() {
-            Ok(())
-        } else {
-            self.zone.write(first, rest)
-        })
-        .and_then(|()| self.zone.flush())
-        .and_then(|()| self.zone.write(job.sb.generation % 2, &job.sb.encode()))
-        .and_then(|()| self.zone.flush());
+        let made_current = self
+            .zone
+            .flush()
+            .and_then(|()| self.zone.write(job.sb.generation % 2, &job.sb.encode()))
+            .and_then(|()| self.zone.flush());
         self.ckpt_buf = job.bytes;
         made_current?;
         self.sb = job.sb;
@@ -1154,12 +1153,11 @@ impl PStore {
             // The copy's pages end before the page where the frames are now.
             self.move_log_to_start()?;
         }
-        self.record_stop(start.elapsed());
         Ok(())
     }
 
     /// Copies the frames from the superblock's log offset to the end of the log to the log's
-    /// start, then names offset 0 in a new superblock (see [`Self::finish_checkpoint`]).
+    /// start, then names offset 0 in a new superblock (see [`Self::make_checkpoint_current`]).
     fn move_log_to_start(&mut self) -> Result<(), PStoreError> {
         // Every frame on the device (the copy is read back from there).
         self.commit()?;
@@ -1243,7 +1241,7 @@ impl PStore {
         if self.ckpt_job.is_none() && !self.wal.fits(bytes.saturating_add(reserve)) {
             self.start_checkpoint()?;
         }
-        if !self.wal.fits(bytes) && self.ckpt_job.is_some() {
+        if !self.wal.fits(bytes) {
             self.finish_checkpoint()?;
         }
         if !self.wal.fits(bytes) {

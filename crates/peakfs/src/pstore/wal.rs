@@ -407,7 +407,7 @@ impl Wal {
 
     /// Whether frames not yet written exist.
     pub fn has_unwritten(&self) -> bool {
-        self.written < self.buf.len()
+        self.unwritten_bytes() > 0
     }
 
     /// Whether a frame of `body` bytes fits.
