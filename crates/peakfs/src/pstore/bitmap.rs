@@ -104,6 +104,23 @@ impl Bitmap {
         self.update(start, len, true)
     }
 
+    /// Marks `len` units from `start` used (`used`) or free, whatever their state: WAL replay
+    /// over a checkpoint written between requests, which may already hold the change.
+    pub fn force_run(&mut self, start: u64, len: u64, used: bool) -> Result<(), BitmapError> {
+        self.check(start, len)?;
+        for i in start..start + len {
+            if self.is_used(i) != used {
+                self.words[(i / 64) as usize] ^= 1 << (i % 64);
+                if used {
+                    self.used += 1;
+                } else {
+                    self.used -= 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Marks `len` units from `start` free; all of them must be used.
     pub fn clear_run(&mut self, start: u64, len: u64) -> Result<(), BitmapError> {
         self.update(start, len, false)
@@ -190,6 +207,27 @@ mod tests {
     }
 
     proptest! {
+        /// A forced run leaves its bits as asked whatever they were, and the count of used
+        /// units right (what replay over a checkpoint written in steps relies on).
+        #[test]
+        fn a_forced_run_sets_its_bits_whatever_they_were(
+            ops in prop::collection::vec((0u64..120, 1u64..20, any::<bool>()), 1..100)
+        ) {
+            let mut b = Bitmap::new(130);
+            let mut model = [false; 130];
+            for (start, len, used) in ops {
+                let fits = start + len <= 130;
+                prop_assert_eq!(b.force_run(start, len, used).is_ok(), fits);
+                if fits {
+                    model[start as usize..(start + len) as usize].fill(used);
+                }
+                for (i, &m) in model.iter().enumerate() {
+                    prop_assert_eq!(b.is_used(i as u64), m);
+                }
+                prop_assert_eq!(b.used(), model.iter().filter(|&&m| m).count() as u64);
+            }
+        }
+
         #[test]
         fn runs_are_consecutive_disjoint_and_refound_after_free(
             ops in prop::collection::vec((1u64..9, any::<bool>()), 1..200)

@@ -794,6 +794,45 @@ fn common_len(a: &[u8], b: &[u8]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
+/// How many of the names that start with a path sort after a name `after`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NamesAfter {
+    /// None: the path sorts before it and is not its prefix.
+    Zero,
+    /// Some may: the path is a prefix of it (or equal).
+    Part,
+    /// All: the path sorts after it, or extends it.
+    Every,
+}
+
+fn names_below(path: &[u8], after: &[u8]) -> NamesAfter {
+    let n = path.len().min(after.len());
+    match path[..n].cmp(&after[..n]) {
+        std::cmp::Ordering::Less => NamesAfter::Zero,
+        std::cmp::Ordering::Greater => NamesAfter::Every,
+        std::cmp::Ordering::Equal if path.len() > after.len() => NamesAfter::Every,
+        std::cmp::Ordering::Equal => NamesAfter::Part,
+    }
+}
+
+/// Visits the slots of a Node16 or Node64 in byte order (they are kept unsorted), without
+/// allocating.
+fn for_sorted<const N: usize>(
+    n: &Small<N>,
+    mut f: impl FnMut(u8, u64) -> ControlFlow<()>,
+) -> ControlFlow<()> {
+    let mut order = [(0u8, 0u8); N];
+    let count = usize::from(n.count);
+    for (i, o) in order[..count].iter_mut().enumerate() {
+        *o = (n.keys[i], i as u8);
+    }
+    order[..count].sort_unstable();
+    for &(b, i) in &order[..count] {
+        f(b, n.val(usize::from(i)))?;
+    }
+    ControlFlow::Continue(())
+}
+
 impl Cart {
     /// An empty index.
     pub fn new() -> Self {
@@ -1050,8 +1089,16 @@ impl Cart {
         self.roots.contains_key(&pino)
     }
 
+    /// The directories with dentries here, in no particular order.
+    pub fn dirs(&self) -> Vec<u64> {
+        self.roots.keys().copied().collect()
+    }
+
     /// Visits the dentries of `pino` in name order, starting after `after` if given, until `f`
-    /// breaks.
+    /// breaks. The walk goes down only where names after `after` are: resuming after a name
+    /// costs a path down the tree, not the names before it. So a caller may walk a directory
+    /// a piece at a time (a readdir, a checkpoint written between requests) while the
+    /// directory changes between pieces: each name that stays is visited exactly once.
     pub fn for_each_in_dir(
         &self,
         pino: u64,
@@ -1062,14 +1109,7 @@ impl Cart {
             return;
         };
         let mut path = Vec::with_capacity(MAX_NAME);
-        let mut visit = |name: &[u8], v: u64| {
-            if after.is_some_and(|a| name <= a) {
-                ControlFlow::Continue(())
-            } else {
-                f(name, v)
-            }
-        };
-        let _ = self.walk(r, &mut path, &mut visit);
+        let _ = self.walk(r, &mut path, after, &mut f);
     }
 
     /// All dentries of `pino` in name order (readdir).
@@ -1082,78 +1122,49 @@ impl Cart {
         out
     }
 
-    /// Every dentry, directory by directory, in no particular order (for checkpoints, which
-    /// hold a worker: a walk in name order sorted and collected each node's slots, which made
-    /// most of a checkpoint's time at a million names).
-    pub fn for_each(&self, mut f: impl FnMut(u64, &[u8], u64)) {
-        let mut path = Vec::with_capacity(MAX_NAME);
-        for (&pino, &w) in &self.roots {
-            if let Some(r) = Ref::from_word(w) {
-                self.walk_unordered(r, &mut path, &mut |name, v| f(pino, name, v));
-            }
-        }
-    }
-
-    /// Every entry under `r`, in node order.
-    fn walk_unordered(&self, r: Ref, path: &mut Vec<u8>, f: &mut impl FnMut(&[u8], u64)) {
-        let base = path.len();
-        path.extend_from_slice(self.prefix(r));
-        match r.kind {
-            Kind::N16 => {
-                for (b, w) in self.n16.get(r.idx).slots() {
-                    self.visit_unordered(b, w, path, f);
-                }
-            }
-            Kind::N64 => {
-                for (b, w) in self.n64.get(r.idx).slots() {
-                    self.visit_unordered(b, w, path, f);
-                }
-            }
-            Kind::N256 => {
-                let n = self.n256.get(r.idx);
-                for b in 0..=255u8 {
-                    if let Some(w) = n.val(b) {
-                        self.visit_unordered(b, w, path, f);
-                    }
-                }
-            }
-        }
-        path.truncate(base);
-    }
-
-    /// The slot of byte `b` holding `w`: a child node walked, or a value visited.
-    fn visit_unordered(&self, b: u8, w: u64, path: &mut Vec<u8>, f: &mut impl FnMut(&[u8], u64)) {
-        let len = path.len();
-        if b != 0 {
-            path.push(b);
-        }
-        match Ref::from_word(w) {
-            Some(c) => self.walk_unordered(c, path, f),
-            None => f(path, w),
-        }
-        path.truncate(len);
-    }
-
+    /// Visits the names under `r` (whose names start with `path`) that sort after `after`, in
+    /// order.
     fn walk(
         &self,
         r: Ref,
         path: &mut Vec<u8>,
+        after: Option<&[u8]>,
         f: &mut impl FnMut(&[u8], u64) -> ControlFlow<()>,
     ) -> ControlFlow<()> {
         let base = path.len();
         path.extend_from_slice(self.prefix(r));
-        let mut slots = self.slots(r);
-        slots.sort_unstable_by_key(|&(b, _)| b);
-        for (b, w) in slots {
+        let after = match after.map(|a| (a, names_below(path, a))) {
+            Some((_, NamesAfter::Zero)) => {
+                path.truncate(base);
+                return ControlFlow::Continue(());
+            }
+            Some((a, NamesAfter::Part)) => Some(a),
+            Some((_, NamesAfter::Every)) | None => None,
+        };
+        let mut visit = |b: u8, w: u64, path: &mut Vec<u8>| {
             let len = path.len();
             if b != 0 {
                 path.push(b);
             }
-            match Ref::from_word(w) {
-                Some(c) => self.walk(c, path, f)?,
-                None => f(path, w)?,
-            }
+            let flow = match Ref::from_word(w) {
+                Some(c) => self.walk(c, path, after, f),
+                None if after.is_none_or(|a| path.as_slice() > a) => f(path, w),
+                None => ControlFlow::Continue(()),
+            };
             path.truncate(len);
+            flow
+        };
+        match r.kind {
+            Kind::N16 => for_sorted(self.n16.get(r.idx), |b, w| visit(b, w, path))?,
+            Kind::N64 => for_sorted(self.n64.get(r.idx), |b, w| visit(b, w, path))?,
+            Kind::N256 => {
+                let n = self.n256.get(r.idx);
+                for b in 0..=255u8 {
+                    if let Some(w) = n.val(b) {
+                        visit(b, w, path)?;
+                    }
+                }
+            }
         }
         path.truncate(base);
         ControlFlow::Continue(())
@@ -2019,7 +2030,7 @@ mod tests {
     }
 
     #[test]
-    fn a_checkpoint_walk_visits_every_entry_of_every_node_kind_once() {
+    fn a_walk_resumed_after_each_name_visits_every_entry_of_every_node_kind_once() {
         let mut c = Cart::new();
         let mut m = BTreeMap::new();
         // Directory k: names that differ in one byte after a shared prefix, 10 (a Node16),
@@ -2039,12 +2050,76 @@ mod tests {
         assert_eq!(every_entry(&c), m);
     }
 
-    /// What `for_each` visits (a checkpoint's dentries), each entry at most once.
+    /// Every entry, one name per walk, each walk resumed after the name before (as a
+    /// checkpoint written in steps resumes); each name at most once, in order.
     fn every_entry(c: &Cart) -> BTreeMap<(u64, Vec<u8>), u64> {
         let mut seen = BTreeMap::new();
-        c.for_each(|p, n, v| {
-            assert!(seen.insert((p, n.to_vec()), v).is_none(), "{p} {n:?} twice");
-        });
+        for p in c.dirs() {
+            let mut after: Option<Vec<u8>> = None;
+            loop {
+                let mut next = None;
+                c.for_each_in_dir(p, after.as_deref(), |n, v| {
+                    next = Some((n.to_vec(), v));
+                    ControlFlow::Break(())
+                });
+                let Some((n, v)) = next else { break };
+                assert!(
+                    after.as_ref().is_none_or(|a| n > *a),
+                    "{p} {n:?} out of order"
+                );
+                assert!(seen.insert((p, n.clone()), v).is_none(), "{p} {n:?} twice");
+                after = Some(n);
+            }
+        }
         seen
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(100))]
+        /// A directory walked a few names at a time while names come and go between the
+        /// pieces: every name there all along is visited once, in order, and nothing visited
+        /// was absent all along.
+        #[test]
+        fn a_walk_in_pieces_sees_each_lasting_name_once_while_the_directory_changes(
+            first in prop::collection::btree_set(prop::collection::vec(b'a'..b'e', 1..6), 1..120),
+            changes in prop::collection::vec((prop::collection::vec(b'a'..b'e', 1..6), any::<bool>()), 0..200),
+            piece in 1usize..9,
+        ) {
+            let mut c = Cart::new();
+            for n in &first {
+                c.insert(9, n, n.len() as u64).unwrap();
+            }
+            let mut touched = std::collections::BTreeSet::new();
+            let mut ever: std::collections::BTreeSet<Vec<u8>> = first.clone();
+            let mut changes = changes.into_iter();
+            let mut seen: Vec<Vec<u8>> = Vec::new();
+            loop {
+                let mut got = Vec::new();
+                c.for_each_in_dir(9, seen.last().map(Vec::as_slice), |n, _| {
+                    got.push(n.to_vec());
+                    if got.len() == piece { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
+                });
+                if got.is_empty() {
+                    break;
+                }
+                seen.extend(got);
+                for (n, add) in changes.by_ref().take(3) {
+                    if add {
+                        c.insert(9, &n, 1).unwrap();
+                        ever.insert(n.clone());
+                    } else {
+                        c.remove(9, &n);
+                    }
+                    touched.insert(n);
+                }
+            }
+            prop_assert!(seen.windows(2).all(|w| w[0] < w[1]), "out of order or twice: {:?}", seen);
+            for n in first.difference(&touched) {
+                prop_assert!(seen.contains(n), "{:?} was there all along and not visited", n);
+            }
+            for n in &seen {
+                prop_assert!(ever.contains(n), "{:?} never existed", n);
+            }
+        }
     }
 }

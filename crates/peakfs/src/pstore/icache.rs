@@ -131,6 +131,10 @@ pub struct Icache {
     as_started: U64Map<Box<[u8]>>,
     /// Buffers for `as_started`, kept between write-behinds.
     spare: Vec<Box<[u8]>>,
+    /// Write-behinds started so far: the one in flight, if any, has this number.
+    behinds: u64,
+    /// The number of the last write-behind that failed (0: none).
+    behind_failed: u64,
     stats: IcacheStats,
 }
 
@@ -164,6 +168,8 @@ impl Icache {
             writing: Vec::new(),
             as_started: U64Map::default(),
             spare: Vec::new(),
+            behinds: 0,
+            behind_failed: 0,
             stats: IcacheStats::default(),
         }
     }
@@ -429,11 +435,57 @@ impl Icache {
         if !io.start_write_behind(&blocks, &*self)? {
             return self.write_back_all(io, &victims);
         }
-        for &i in &victims {
+        self.mark_writing(victims);
+        Ok(())
+    }
+
+    /// Makes `blocks` the write-behind in flight.
+    fn mark_writing(&mut self, blocks: Vec<u32>) {
+        for &i in &blocks {
             self.entries[i as usize].state = State::Write;
         }
-        self.dirty -= victims.len();
-        self.writing = victims;
+        self.dirty -= blocks.len();
+        self.writing = blocks;
+        self.behinds += 1;
+    }
+
+    /// Starts writing back every block dirty now, behind if the I/O can (once the
+    /// write-behind in flight is done), else at once. Returns a mark for
+    /// [`Self::wait_written`].
+    pub fn write_back_dirty<I: InodeIo>(&mut self, io: &mut I) -> Result<u64, I::Error> {
+        self.poll_write_behind(io, true)?;
+        let mark = self.behinds + 1;
+        let mut dirty: Vec<u32> = (0..self.entries.len() as u32)
+            .filter(|&i| self.entries[i as usize].state == State::Dirty)
+            .collect();
+        if dirty.is_empty() {
+            return Ok(mark);
+        }
+        dirty.sort_unstable_by_key(|&i| self.entries[i as usize].block);
+        let blocks: Vec<u64> = dirty
+            .iter()
+            .map(|&i| self.entries[i as usize].block)
+            .collect();
+        if io.start_write_behind(&blocks, &*self)? {
+            self.mark_writing(dirty);
+        } else {
+            self.write_back_all(io, &dirty)?;
+        }
+        Ok(mark)
+    }
+
+    /// Returns once every block that was dirty at [`Self::write_back_dirty`]'s `mark` is on
+    /// the SSD as it was then or newer: waits for that write-behind, and if it (or a later
+    /// one) failed, writes back every dirty block now.
+    pub fn wait_written<I: InodeIo>(&mut self, io: &mut I, mark: u64) -> Result<(), I::Error> {
+        if self.behinds == mark && !self.writing.is_empty() {
+            // A failure is recorded in `behind_failed`; the flush below retries its blocks and
+            // returns the error if that fails too.
+            let _ = self.poll_write_behind(io, true);
+        }
+        if self.behind_failed >= mark {
+            self.flush(io)?;
+        }
         Ok(())
     }
 
@@ -456,6 +508,7 @@ impl Icache {
         let next = if r.is_ok() {
             State::Ready
         } else {
+            self.behind_failed = self.behinds;
             State::Dirty
         };
         for i in std::mem::take(&mut self.writing) {
@@ -671,6 +724,50 @@ mod tests {
         // Written, then ready, and the least recently used of them evicted for block 50.
         assert_eq!((io.mem.blocks[1][0], io.mem.blocks[2][0]), (1, 2));
         assert_eq!((c.state_of(1), c.state_of(2)), (State::Free, State::Ready));
+    }
+
+    /// A checkpoint's write-back: every block dirty when it starts goes out behind, in one
+    /// write-behind; waiting for its mark waits for that one (changes made since stay dirty
+    /// and are not written), and after a failed one writes the dirty blocks at once.
+    #[test]
+    fn waiting_for_a_write_back_of_every_dirty_block_waits_for_it_and_retries_a_failure() {
+        for fail in [false, true] {
+            let mut io = Behind {
+                mem: zone(100),
+                ..Behind::default()
+            };
+            let mut c = Icache::new(10, 64, 100, 0.5);
+            for blk in [7, 3, 5] {
+                c.write(&mut io, blk, 0, &[0xEE]).unwrap();
+            }
+            let mark = c.write_back_dirty(&mut io).unwrap();
+            assert_eq!(
+                io.staged,
+                Some(vec![3, 5, 7]),
+                "all dirty blocks, in block order"
+            );
+            assert_eq!(c.dirty_blocks(), 0);
+            // Changed after the mark: not needed by it.
+            c.write(&mut io, 5, 1, &[0x55]).unwrap();
+            io.fail = fail;
+            c.wait_written(&mut io, mark).unwrap();
+            assert!(io.staged.is_none(), "the write-behind was waited for");
+            for blk in [3, 5, 7] {
+                assert_eq!(io.mem.blocks[blk][0], 0xEE, "block {blk} on the device");
+            }
+            // Sent as it was at the mark; after a failure, the retry sends it as it is now.
+            assert_eq!(io.mem.blocks[5][1], if fail { 0x55 } else { 5 });
+            assert_eq!(c.dirty_blocks(), usize::from(!fail));
+        }
+        // Nothing dirty: nothing to wait for.
+        let mut io = Behind {
+            mem: zone(10),
+            ..Behind::default()
+        };
+        let mut c = Icache::new(4, 64, 10, 0.5);
+        let mark = c.write_back_dirty(&mut io).unwrap();
+        assert!(io.staged.is_none());
+        c.wait_written(&mut io, mark).unwrap();
     }
 
     fn zone(n: usize) -> Mem {

@@ -20,11 +20,13 @@
 //! the complete transactions of the log from where the superblock says (a torn tail is
 //! ignored) and checkpoints.
 //!
-//! With a quarter of the log left, a checkpoint of the state as of then is taken, and
-//! [`PStore::pump`] writes it between requests, a megabyte at a time, while requests log on;
-//! then the superblock names it, and the frames logged since move to the start of the log.
-//! Only taking it (encoding the tables) holds the caller. `pump` also writes the log a
-//! megabyte at a time, so that no checkpoint finds tens of megabytes of it unwritten.
+//! With a quarter of the log left, a checkpoint is taken at the log's position, and
+//! [`PStore::pump`] encodes and writes it between requests, 256 KiB at a time, while
+//! requests go on changing the tables and logging ([`checkpoint`]: recovery replays the log
+//! from that position over it); then the superblock names it, and the frames logged since move
+//! to the start of the log. Taking it holds the caller only to commit the log and start an
+//! Icache write-back. `pump` also writes the log a megabyte at a time, so that no checkpoint
+//! finds tens of megabytes of it unwritten.
 //!
 //! Link counts are POSIX's (hard links; a directory counts its sub-directories' `..`):
 //! [`PStore::relink`] changes dentries and the link counts of local inodes in one transaction.
@@ -39,6 +41,7 @@
 
 pub mod bitmap;
 pub mod cart;
+pub mod checkpoint;
 pub mod icache;
 pub mod inode;
 pub mod pdata;
@@ -56,35 +59,21 @@ use gpu_nvme::device::NvmeDevice;
 
 use bitmap::{Bitmap, BitmapError};
 use cart::{Cart, CartError};
+use checkpoint::{Encoder, Geometry, Tables};
 use icache::{Icache, IcacheStats, InodeIo};
 use inode::{Hint, INODE_BYTES, Inode, InodeError};
 use pdata::PData;
-use table::{BlockTable, InodeTable, PageRun};
+use table::{BlockTable, InodeIndex, PageRun};
 use wal::{MAX_RECORD, Record, Wal};
 use zone::{KeyedPages, LateBytes, PAGE, WriteBehind, Zone, ZoneError};
 
 const SB_MAGIC: u64 = u64::from_le_bytes(*b"PSTORE02");
-const CKPT_MAGIC: u64 = u64::from_le_bytes(*b"PSTCKPT1");
 /// Inodes of one inode block (one Icache block).
 pub const INODES_PER_BLOCK: u64 = (PAGE / INODE_BYTES) as u64;
 /// Checkpoint bytes per dentry, at most (pino, name length, name, value).
 const CKPT_DENTRY: u64 = 8 + 1 + 255 + 8;
 /// Most file blocks one write transaction covers.
 const BLOCKS_PER_TX: usize = 64;
-/// Most entries the inode table is sized for when a store opens (4 Mi: 8 Mi buckets, about
-/// 136 MiB; a zone in the usual format has that many inode slots at 64 GiB).
-const INODE_TABLE_PRESIZE_MAX: u64 = 1 << 22;
-
-/// An empty inode table with room for every inode slot of the zone (up to
-/// [`INODE_TABLE_PRESIZE_MAX`]): it never grows while serving. Growing rehashed every entry
-/// in one insert, which held a server's worker 0.13, 0.36, 0.59, 1.2, 2.2, 3.9 and 7.3 ms at
-/// 3.5, 7, 14, 29, 57, 115 and 229 K inodes (bench/results/2026-11-27-peakfs-icache-late-copy,
-/// `peakfs-slice-bench`).
-fn inode_table(sb: &Superblock) -> InodeTable {
-    let room = sb.inode_slots.min(INODE_TABLE_PRESIZE_MAX) as usize;
-    InodeTable::with_capacity_and_hasher(room, Default::default())
-}
-
 /// Errors of PStore.
 #[derive(Debug, thiserror::Error)]
 pub enum PStoreError {
@@ -160,6 +149,9 @@ pub struct PStoreConfig {
     pub icache_blocks: usize,
     /// Most dirty Icache blocks, as a fraction of all.
     pub dirty_ratio: f64,
+    /// Bytes of a checkpoint encoded and written per [`PStore::pump`] (256 KiB; at least a
+    /// page).
+    pub checkpoint_step: usize,
 }
 
 impl PStoreConfig {
@@ -179,6 +171,7 @@ impl PStoreConfig {
             ino_base: 2,
             icache_blocks: 256,
             dirty_ratio: 0.05,
+            checkpoint_step: CHECKPOINT_STEP,
         }
     }
 }
@@ -445,9 +438,8 @@ pub struct PStoreStats {
     pub wal_bytes: u64,
     /// Checkpoints taken since open.
     pub checkpoints: u64,
-    /// The longest time one of them held its caller, taking it or finishing it (a server's
-    /// worker serves nothing meanwhile; the pages written between requests in between are
-    /// not counted).
+    /// The longest time one of them held its caller: taking it, or one of the pieces encoded
+    /// and written between requests (a server's worker serves nothing meanwhile).
     pub checkpoint_max: Duration,
     /// All of those times together.
     pub checkpoint_total: Duration,
@@ -709,7 +701,7 @@ pub struct PStore {
     zone: Zone,
     sb: Superblock,
     cart: Cart,
-    inos: InodeTable,
+    inos: InodeIndex,
     islots: Bitmap,
     icache: Icache,
     data: PData,
@@ -736,32 +728,37 @@ pub struct PStore {
     checkpoints: u64,
     checkpoint_max: Duration,
     checkpoint_total: Duration,
-    /// The last checkpoint's buffer, kept for the next (as much memory as a checkpoint takes:
-    /// 46 MB at a million inodes). A new one of tens of megabytes grew by doubling and took a
-    /// page fault per page on the worker, half of the encoding's time at a million inodes
-    /// (47-78 ms against 18-24 ms, `peakfs-slice-bench --files 1000000` on the 2-core box).
+    /// The last checkpoint's encoding buffer (a piece of about a megabyte), kept for the next.
     ckpt_buf: Vec<u8>,
     /// The checkpoint being written between requests, if any.
     ckpt_job: Option<CheckpointJob>,
+    /// [`PStoreConfig::checkpoint_step`].
+    checkpoint_step: usize,
 }
 
 /// A checkpoint taken and not yet all on the device.
 #[derive(Debug)]
 struct CheckpointJob {
-    /// The state as of `sb.wal_seq`, padded to whole pages.
-    bytes: Vec<u8>,
+    /// The tables, encoded a piece at a time as they are then ([`checkpoint`]).
+    enc: Encoder,
     /// Bytes of it written to the inactive checkpoint area.
-    written: usize,
-    /// The superblock that makes it current.
+    written: u64,
+    /// The superblock that makes it current (its length and CRC filled in at the end).
     sb: Superblock,
+    /// The Icache write-behind of the inode blocks dirty when it was taken.
+    inode_mark: u64,
+    /// Taken again, whole, because the one taken before outgrew the area (a checkpoint
+    /// written between requests may hold more keys than the tables ever do at once).
+    retaken: bool,
 }
 
 /// Unwritten log bytes that [`PStore::pump`] writes (and flushes).
 const LOG_WRITE_AHEAD: usize = 1 << 20;
 
-/// Bytes of a checkpoint written per [`PStore::pump`]: 1 MiB, about half a millisecond of
-/// the worker's time.
-const CHECKPOINT_STEP: usize = 1 << 20;
+/// Bytes of a checkpoint encoded and written per [`PStore::pump`] by default: a piece held an
+/// H200 host's worker up to 2.4 ms at a million inodes, against 4-6 ms for pieces of 1 MiB
+/// (bench/results/2026-11-27-peakfs-fuzzy-checkpoint).
+const CHECKPOINT_STEP: usize = 256 << 10;
 
 impl Drop for PStore {
     /// A store dropped with an Icache write-back or a data write-out in flight (a crash
@@ -839,7 +836,14 @@ impl PStore {
         };
         // Both superblock copies are replaced so that an older format cannot win.
         zone.write(0, &[0u8; 2 * PAGE])?;
-        let mut s = Self::assemble(zone, sb, cfg, Cart::new(), inode_table(&sb), None)?;
+        let mut s = Self::assemble(
+            zone,
+            sb,
+            cfg,
+            Cart::new(),
+            InodeIndex::new(sb.inode_slots),
+            None,
+        )?;
         s.next_ino = cfg.ino_base;
         s.checkpoint()?;
         Ok(s)
@@ -850,7 +854,7 @@ impl PStore {
         sb: Superblock,
         cfg: &PStoreConfig,
         cart: Cart,
-        inos: InodeTable,
+        inos: InodeIndex,
         bitmaps: Option<(Bitmap, Bitmap, BlockTable)>,
     ) -> Result<Self, PStoreError> {
         let (islots, pages, blocks) = bitmaps.unwrap_or_else(|| {
@@ -890,6 +894,7 @@ impl PStore {
             checkpoint_total: Duration::ZERO,
             ckpt_buf: Vec::new(),
             ckpt_job: None,
+            checkpoint_step: cfg.checkpoint_step.max(PAGE),
         })
     }
 
@@ -927,6 +932,9 @@ impl PStore {
             }
         }
         s.wal = Wal::after_replay(sb.fs_id, PAGE, &log, from, &replay);
+        if let Some(ino) = s.orphans.iter().find(|&&i| !s.inos.contains(i)) {
+            return Err(PStoreError::Corrupt(format!("orphan {ino} has no inode")));
+        }
         // Orphans: open files of clients gone with the restart, or frees a crash cut short.
         let orphans: Vec<u64> = s.orphans.iter().copied().collect();
         if !orphans.is_empty() {
@@ -945,105 +953,36 @@ impl PStore {
         cfg: &PStoreConfig,
         b: &[u8],
     ) -> Result<Self, PStoreError> {
-        let bad = |what: &str| PStoreError::Corrupt(format!("checkpoint: {what}"));
-        let mut r = wal::Reader::new(b);
-        let u64_ = |r: &mut wal::Reader<'_>| r.u64().map_err(|_| bad("truncated"));
-        if u64_(&mut r)? != CKPT_MAGIC {
-            return Err(bad("bad magic"));
-        }
-        let next_ino = u64_(&mut r)?;
-        let n = u64_(&mut r)?;
-        let mut inos = inode_table(&sb);
-        for _ in 0..n {
-            let ino = u64_(&mut r)?;
-            let slot = u64_(&mut r)?;
-            if slot >= sb.inode_slots {
-                return Err(bad("inode slot out of range"));
-            }
-            inos.insert(ino, slot);
-        }
-        let n = u64_(&mut r)?;
-        let mut blocks = BlockTable::default();
-        for _ in 0..n {
-            let (ino, block) = (u64_(&mut r)?, u64_(&mut r)?);
-            let run = r.run().map_err(|_| bad("truncated"))?;
-            if run.end() > sb.block_pages {
-                return Err(bad("a block run past the end of its block"));
-            }
-            blocks.insert(ino, block, run);
-        }
-        let n = u64_(&mut r)?;
-        let mut cart = Cart::new();
-        for _ in 0..n {
-            let pino = u64_(&mut r)?;
-            let name = r.name().map_err(|_| bad("truncated"))?;
-            let value = u64_(&mut r)?;
-            cart.insert(pino, &name, value)?;
-        }
-        let words = |bits: u64, r: &mut wal::Reader<'_>| -> Result<Bitmap, PStoreError> {
-            let w = (0..bits.div_ceil(64))
-                .map(|_| u64_(r))
-                .collect::<Result<Vec<_>, _>>()?;
-            Bitmap::from_words(bits, w).ok_or_else(|| bad("bitmap"))
+        let geometry = Geometry {
+            inode_slots: sb.inode_slots,
+            data_pages: sb.data_pages,
+            block_pages: sb.block_pages,
         };
-        let islots = words(sb.inode_slots, &mut r)?;
-        let pages = words(sb.data_pages, &mut r)?;
-        // Checkpoints written before orphans existed end here.
-        let mut orphans = BTreeSet::new();
-        if !r.is_done() {
-            for _ in 0..u64_(&mut r)? {
-                let ino = u64_(&mut r)?;
-                if !inos.contains_key(&ino) {
-                    return Err(bad("orphan without an inode"));
-                }
-                orphans.insert(ino);
-            }
-        }
-        let mut s = Self::assemble(zone, sb, cfg, cart, inos, Some((islots, pages, blocks)))?;
-        s.next_ino = next_ino;
-        s.orphans = orphans;
+        let t = checkpoint::load(b, &geometry)?;
+        let mut s = Self::assemble(
+            zone,
+            sb,
+            cfg,
+            t.cart,
+            t.inodes,
+            Some((t.islots, t.pages, t.blocks)),
+        )?;
+        s.next_ino = t.next_ino;
+        s.orphans = t.orphans;
         Ok(s)
     }
 
-    /// The checkpoint's bytes, in the kept buffer (`ckpt_buf`; the caller puts it back).
-    fn encode_checkpoint(&mut self) -> Vec<u8> {
-        let mut b = std::mem::take(&mut self.ckpt_buf);
-        b.clear();
-        // About the last one's size (after an open, the one loaded).
-        b.reserve(self.sb.ckpt_len as usize + (64 << 10));
-        let put = |b: &mut Vec<u8>, v: u64| b.extend_from_slice(&v.to_le_bytes());
-        put(&mut b, CKPT_MAGIC);
-        put(&mut b, self.next_ino);
-        // Tables in their own order, unsorted: loading puts them back into hash tables, and
-        // sorting the inos took two thirds of the encoding (1.1 of 1.6 ms for 57,000 inodes),
-        // time a request waits for.
-        put(&mut b, self.inos.len() as u64);
-        for (&i, &s) in &self.inos {
-            put(&mut b, i);
-            put(&mut b, s);
+    /// The tables as a checkpoint sees them.
+    fn tables(&self) -> Tables<'_> {
+        Tables {
+            next_ino: self.next_ino,
+            inodes: &self.inos,
+            blocks: &self.data.blocks,
+            cart: &self.cart,
+            islots: &self.islots,
+            pages: &self.data.pages,
+            orphans: &self.orphans,
         }
-        put(&mut b, self.data.blocks.len() as u64);
-        for (ino, blk, run) in self.data.blocks.iter() {
-            put(&mut b, ino);
-            put(&mut b, blk);
-            put(&mut b, run.start);
-            b.extend_from_slice(&run.packed_pages().to_le_bytes());
-        }
-        put(&mut b, self.cart.len() as u64);
-        self.cart.for_each(|pino, name, value| {
-            put(&mut b, pino);
-            b.push(name.len() as u8);
-            b.extend_from_slice(name);
-            put(&mut b, value);
-        });
-        for w in self.islots.words().iter().chain(self.data.pages.words()) {
-            put(&mut b, *w);
-        }
-        put(&mut b, self.orphans.len() as u64);
-        for &ino in &self.orphans {
-            put(&mut b, ino);
-        }
-        b
     }
 
     /// Writes all state to the inactive checkpoint area, switches the superblock to it and
@@ -1054,84 +993,118 @@ impl PStore {
         self.finish_checkpoint()
     }
 
-    /// Takes a checkpoint of the state as of now and leaves its writing to
-    /// [`Self::pump`] (a page run per call) or [`Self::finish_checkpoint`]. Everything before
-    /// it is made durable first, the Icache's inode blocks included, so that the log from here
-    /// on is all the checkpoint needs. Requests go on meanwhile: their frames follow in the log.
+    /// Takes a checkpoint as of now and leaves its encoding and writing to [`Self::pump`] (a
+    /// piece per call) or [`Self::finish_checkpoint`]. Requests go on meanwhile: their frames
+    /// follow in the log, and the pieces see their changes too (see [`checkpoint`]). Taking it
+    /// commits the log and starts writing back the Icache's dirty blocks, so that the log from
+    /// here on is all the checkpoint needs.
     fn start_checkpoint(&mut self) -> Result<(), PStoreError> {
         let start = Instant::now();
         self.settle()?;
         self.commit()?;
         let (cache, mut io) = self.meta_io();
-        cache.flush(&mut io)?;
-        let mut ckpt = self.encode_checkpoint();
-        if ckpt.len() as u64 > self.sb.ckpt_pages * PAGE as u64 {
-            self.ckpt_buf = ckpt;
-            return Err(PStoreError::NoSpace("checkpoint area"));
-        }
+        let inode_mark = cache.write_back_dirty(&mut io)?;
         let mut sb = self.sb;
         sb.active = 1 - sb.active;
         sb.generation += 1;
-        sb.ckpt_len = ckpt.len() as u64;
-        sb.ckpt_crc = common::hash::crc32c(&ckpt);
         sb.wal_seq = self.wal.next_seq();
         sb.wal_offset = self.wal.len();
-        ckpt.resize(ckpt.len().div_ceil(PAGE) * PAGE, 0);
+        let buf = std::mem::take(&mut self.ckpt_buf);
+        let enc = Encoder::new(&self.tables(), buf);
         self.ckpt_job = Some(CheckpointJob {
-            bytes: ckpt,
+            enc,
             written: 0,
             sb,
+            inode_mark,
+            retaken: false,
         });
         self.record_stop(start.elapsed());
         Ok(())
     }
 
-    /// Writes the next `bytes` (whole pages) of the checkpoint being written, if any; the last
-    /// of it makes the checkpoint current ([`Self::make_checkpoint_current`]), a stop that is
-    /// counted with the last piece's write. A failed write drops the checkpoint (the last one
-    /// stays current).
-    fn write_checkpoint_step(&mut self, bytes: usize) -> Result<(), PStoreError> {
+    /// Encodes and writes the next piece of the checkpoint being written, if any (`all`: the
+    /// rest of it); the last piece makes it current ([`Self::make_checkpoint_current`]). Each
+    /// call is a stop of the caller. A failed write drops the checkpoint (the last one stays
+    /// current).
+    fn write_checkpoint_step(&mut self, all: bool) -> Result<(), PStoreError> {
         let start = Instant::now();
-        let Some(job) = self.ckpt_job.as_mut() else {
+        let Some(mut job) = self.ckpt_job.take() else {
             return Ok(());
         };
-        let n = (job.bytes.len() - job.written).min(bytes);
-        if n > 0 {
-            let first = job.sb.ckpt_start[usize::from(job.sb.active)] + (job.written / PAGE) as u64;
-            if let Err(e) = self
-                .zone
-                .write(first, &job.bytes[job.written..job.written + n])
-            {
-                self.drop_checkpoint();
+        loop {
+            job.enc.encode(&self.tables(), self.checkpoint_step);
+            if job.enc.pages_bytes() > job.sb.ckpt_pages * PAGE as u64 {
+                self.ckpt_buf = job.enc.into_buf();
+                if job.retaken {
+                    return Err(PStoreError::NoSpace("checkpoint area"));
+                }
+                tracing::debug!(
+                    "a checkpoint written between requests outgrew its area: taken whole"
+                );
+                self.start_checkpoint()?;
+                if let Some(j) = self.ckpt_job.as_mut() {
+                    j.retaken = true;
+                }
+                return self.write_checkpoint_step(true);
+            }
+            let first = job.sb.ckpt_start[usize::from(job.sb.active)] + job.written / PAGE as u64;
+            let zone = &self.zone;
+            let mut n = 0;
+            let wrote = job.enc.take_pages(|b| {
+                n = b.len() as u64;
+                zone.write(first, b)
+            });
+            if let Err(e) = wrote {
+                self.ckpt_buf = job.enc.into_buf();
                 return Err(e.into());
             }
+            job.written += n;
+            if job.enc.is_done() || !all {
+                break;
+            }
         }
-        job.written += n;
-        if job.written == job.bytes.len() {
-            self.make_checkpoint_current()?;
-            self.record_stop(start.elapsed());
+        let done = job.enc.is_done();
+        if done {
+            (job.sb.ckpt_len, job.sb.ckpt_crc) = job.enc.len_and_crc();
         }
-        Ok(())
+        self.ckpt_job = Some(job);
+        let made_current = if done {
+            self.make_checkpoint_current()
+        } else {
+            Ok(())
+        };
+        self.record_stop(start.elapsed());
+        made_current
     }
 
-    /// Writes what is left of the checkpoint being written, if any, and makes it current.
+    /// Encodes and writes what is left of the checkpoint being written, if any, and makes it
+    /// current.
     fn finish_checkpoint(&mut self) -> Result<(), PStoreError> {
-        self.write_checkpoint_step(usize::MAX)
+        self.write_checkpoint_step(true)
     }
 
     /// Makes the checkpoint written to the device current, then moves the frames logged since
     /// it was taken to the start of the log.
     ///
-    /// The superblock first names the checkpoint and the byte of the log where its frames
-    /// start. The frames then move to the log's start, when they end before where they are
-    /// (so that neither copy is ever half overwritten), and a second superblock names offset
-    /// 0. A crash anywhere in between replays from whichever superblock is down. When nothing
-    /// was logged since the checkpoint was taken (a checkpoint written at once), one
-    /// superblock does it all.
+    /// First the log is committed (it then holds every change the checkpoint's pieces saw)
+    /// and the inode blocks dirty when it was taken are waited for. The superblock then names
+    /// the checkpoint and the byte of the log where its frames start. The frames then move to
+    /// the log's start, when they end before where they are (so that neither copy is ever
+    /// half overwritten), and a second superblock names offset 0. A crash anywhere in between
+    /// replays from whichever superblock is down. When nothing was logged since the
+    /// checkpoint was taken (a checkpoint written at once), one superblock does it all.
     fn make_checkpoint_current(&mut self) -> Result<(), PStoreError> {
         let Some(mut job) = self.ckpt_job.take() else {
             return Ok(());
         };
+        let ready = self.settle().and_then(|()| self.commit()).and_then(|()| {
+            let (cache, mut io) = self.meta_io();
+            cache.wait_written(&mut io, job.inode_mark)
+        });
+        if let Err(e) = ready {
+            self.ckpt_buf = job.enc.into_buf();
+            return Err(e);
+        }
         let since = self.wal.len() - job.sb.wal_offset;
         if since == 0 {
             job.sb.wal_offset = 0;
@@ -1141,7 +1114,7 @@ impl PStore {
             .flush()
             .and_then(|()| self.zone.write(job.sb.generation % 2, &job.sb.encode()))
             .and_then(|()| self.zone.flush());
-        self.ckpt_buf = job.bytes;
+        self.ckpt_buf = job.enc.into_buf();
         made_current?;
         self.sb = job.sb;
         self.checkpoints += 1;
@@ -1182,13 +1155,6 @@ impl PStore {
         Ok(())
     }
 
-    /// Drops the checkpoint being written (its buffer is kept for the next).
-    fn drop_checkpoint(&mut self) {
-        if let Some(job) = self.ckpt_job.take() {
-            self.ckpt_buf = job.bytes;
-        }
-    }
-
     /// Counts a time a checkpoint held its caller.
     fn record_stop(&mut self, took: Duration) {
         self.checkpoint_max = self.checkpoint_max.max(took);
@@ -1214,7 +1180,7 @@ impl PStore {
         let icache = cache.poll_write_behind(&mut io, false)?;
         // A failed data write-out is returned before the checkpoint and log steps can fail.
         let data = data?;
-        self.write_checkpoint_step(CHECKPOINT_STEP)?;
+        self.write_checkpoint_step(false)?;
         // A log that nothing writes (no fsync, no Icache write-back) was written all at once by
         // the next checkpoint: tens of megabytes of unlinks held the worker 110-260 ms on the
         // 2-core box. Written a megabyte at a time, between requests, it never piles up.
@@ -1357,16 +1323,19 @@ impl PStore {
             return Ok(());
         }
         match rec {
-            Record::InodeAlloc { slot } => self.islots.set_run(*slot, 1)?,
-            Record::InodeFree { slot } => self.islots.clear_run(*slot, 1)?,
+            Record::InodeAlloc { slot } if live => self.islots.set_run(*slot, 1)?,
+            Record::InodeFree { slot } if live => self.islots.clear_run(*slot, 1)?,
+            // Replay: the checkpoint, written between requests, may hold the change already.
+            Record::InodeAlloc { slot } => self.islots.force_run(*slot, 1, true)?,
+            Record::InodeFree { slot } => self.islots.force_run(*slot, 1, false)?,
             Record::InoMap { ino, slot } => {
-                if *slot >= self.sb.inode_slots {
-                    return Err(PStoreError::Corrupt(format!("inode slot {slot}")));
+                if *slot >= self.sb.inode_slots || *ino == 0 {
+                    return Err(PStoreError::Corrupt(format!("inode {ino} in slot {slot}")));
                 }
                 self.inos.insert(*ino, *slot);
             }
             Record::InoUnmap { ino } => {
-                self.inos.remove(ino);
+                self.inos.remove(*ino);
                 self.orphans.remove(ino);
             }
             Record::DentryPut { pino, name, value } => {
@@ -1378,7 +1347,9 @@ impl PStore {
             Record::Inode { slot, image } => self.put_inode_image(*slot, image)?,
             Record::NextIno { next } => self.next_ino = self.next_ino.max(*next),
             Record::Orphan { ino } => {
-                if !self.inos.contains_key(ino) {
+                // In replay the inode may be missing until the replay ends: a checkpoint
+                // written between requests may lack an inode that a later record unmaps.
+                if live && !self.inos.contains(*ino) {
                     return Err(PStoreError::Corrupt(format!("orphan {ino} has no inode")));
                 }
                 self.orphans.insert(*ino);
@@ -1580,7 +1551,7 @@ impl PStore {
     /// sharded to this worker); returns its inode offset.
     pub fn insert_inode(&mut self, inode: &Inode) -> Result<u64, PStoreError> {
         self.settle()?;
-        if self.inos.contains_key(&inode.ino) {
+        if self.inos.contains(inode.ino) {
             return Err(PStoreError::Exists(format!("inode {}", inode.ino)));
         }
         let mut inode = *inode;
@@ -1667,7 +1638,7 @@ impl PStore {
     /// The inode offset of `ino`, if its inode is here.
     pub fn inode_offset(&mut self, ino: u64) -> Option<u64> {
         self.finish_pending();
-        self.inos.get(&ino).copied()
+        self.inos.get(ino)
     }
 
     /// The inode at inode offset `slot` (a dentry value under the bigdir strategy).
@@ -2151,7 +2122,7 @@ impl PStore {
     pub fn mappings(&mut self) -> Result<Vec<(u64, u64, PageRun)>, PStoreError> {
         self.settle()?;
         let mut v: Vec<_> = self.data.blocks.iter().collect();
-        let inos: Vec<u64> = self.inos.keys().copied().collect();
+        let inos: Vec<u64> = self.inos.inos().collect();
         for ino in inos {
             let run = self.getattr(ino)?.first_block;
             if !run.is_none() {

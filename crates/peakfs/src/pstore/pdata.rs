@@ -363,11 +363,19 @@ impl PData {
     /// Returns `false` for records of other components.
     pub fn apply(&mut self, rec: &Record, live: bool) -> Result<bool, PStoreError> {
         match rec {
-            Record::PageAlloc { run } => {
+            Record::PageAlloc { run } if live => {
                 self.pages.set_run(run.start, u64::from(run.pages))?;
             }
             Record::PageFree { run } if live => self.pending_free.push(*run),
-            Record::PageFree { run } => self.pages.clear_run(run.start, u64::from(run.pages))?,
+            // Replay: the checkpoint, written between requests, may hold the change already.
+            Record::PageAlloc { run } => {
+                self.pages
+                    .force_run(run.start, u64::from(run.pages), true)?
+            }
+            Record::PageFree { run } => {
+                self.pages
+                    .force_run(run.start, u64::from(run.pages), false)?;
+            }
             Record::BlockMap { ino, block, run } => {
                 if run.end() > self.block_pages {
                     return Err(PStoreError::Corrupt(format!(

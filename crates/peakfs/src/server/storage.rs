@@ -25,8 +25,9 @@ const SB_MAGIC_PREFIX: &[u8; 7] = b"PKFSSRV";
 /// The on-disk format this build reads and writes. 2: file-based data is placed by the
 /// inode's sequence number (`placement`), so data written by a format-1 build under the
 /// file-based hint would be looked for on other slices. 3: a zone's superblock says where in
-/// its log replay starts (checkpoints written between requests).
-pub const FORMAT_VERSION: u8 = 3;
+/// its log replay starts (checkpoints written between requests). 4: checkpoints are encoded
+/// between requests too, as walks that end with a marker (`pstore::checkpoint`).
+pub const FORMAT_VERSION: u8 = 4;
 const SB_MAGIC: u64 = u64::from_le_bytes(magic(FORMAT_VERSION));
 
 const fn magic(version: u8) -> [u8; 8] {
@@ -654,7 +655,7 @@ mod tests {
         bytes[..4096].copy_from_slice(&lba0);
         std::fs::write(&old, &bytes).unwrap();
         let msg = refused(&two_workers(&old)).expect("an older format was opened");
-        assert!(msg.contains("format 1, this build reads format 3"), "{msg}");
+        assert!(msg.contains("format 1, this build reads format 4"), "{msg}");
         assert_eq!(std::fs::read(&old).unwrap(), bytes, "refusing wrote to it");
         let forced = ServerConfig {
             force_format: true,
