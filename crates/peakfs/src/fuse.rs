@@ -65,8 +65,15 @@ pub fn spawn_mount(
 }
 
 fn errno(e: &ClientError) -> Errno {
-    if !matches!(e, ClientError::Errno(_)) {
-        tracing::warn!("client error: {e}");
+    match e {
+        ClientError::Errno(_) => {}
+        // A full slice is the user's to act on (the message names the format option); other
+        // refusals (no such name, not empty, ...) are the caller's everyday answers.
+        ClientError::Refused { errno, .. } if errno.0 == libc::ENOSPC => {
+            tracing::warn!("server: {e}");
+        }
+        ClientError::Refused { .. } => tracing::debug!("server: {e}"),
+        _ => tracing::warn!("client error: {e}"),
     }
     Errno::from_i32(e.errno())
 }

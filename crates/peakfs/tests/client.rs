@@ -618,3 +618,22 @@ fn a_strided_reader_gets_its_next_transfers_fetched_together() {
     assert!(r.pread(fd, 10, last as u64).unwrap() == body[last..last + 10]);
     r.close(fd).unwrap();
 }
+
+/// A server's refusal reaches the client with its message: a slice out of inode slots says
+/// which format option sets them, and the error still maps to ENOSPC.
+#[test]
+fn a_full_slice_tells_the_client_which_option_sets_its_inode_slots() {
+    // 32 MiB zones at 1 MiB per inode: a few dozen slots each.
+    let cl = Cluster::start_with(1, &["--bytes-per-inode=1048576"]);
+    let mut c = cl.client();
+    let err = (0..10_000)
+        .find_map(|i| {
+            let fd = c.open(&format!("/f{i}"), libc::O_CREAT | libc::O_WRONLY, 0o644);
+            fd.and_then(|fd| c.close(fd)).err()
+        })
+        .expect("the slices never filled up");
+    assert_eq!(err.errno(), libc::ENOSPC, "{err}");
+    assert!(err.is(Errno::ENOSPC));
+    assert!(matches!(err, ClientError::Refused { .. }), "{err:?}");
+    assert!(err.to_string().contains("--bytes-per-inode"), "{err}");
+}

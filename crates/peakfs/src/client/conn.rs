@@ -236,9 +236,10 @@ impl Conns {
                     }),
                     Some(tag) => {
                         let result = match frame.error() {
-                            Some(Ok((code, _))) => {
-                                Err(ClientError::Errno(Errno::from_error_code(code)))
-                            }
+                            Some(Ok((code, message))) => Err(ClientError::Refused {
+                                errno: Errno::from_error_code(code),
+                                message: message.to_owned(),
+                            }),
                             Some(Err(e)) => Err(ClientError::Protocol(e.to_string())),
                             // Only a waiting caller reads the bytes: no copy for the others.
                             None if tag == Tag::Sync => Ok(frame.payload.to_vec()),
@@ -304,7 +305,7 @@ impl Conns {
         self.submit_tagged(lambda, req, Tag::Sync)
     }
 
-    /// Waits for the reply of `t`; an error reply is [`ClientError::Errno`].
+    /// Waits for the reply of `t`; an error reply is [`ClientError::Refused`].
     pub fn wait(&mut self, t: Ticket) -> Result<Vec<u8>, ClientError> {
         loop {
             let s = &mut self.servers[t.server as usize];

@@ -55,9 +55,17 @@ use filemap::{FileMap, OfIno};
 /// Errors of client operations.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ClientError {
-    /// the file system answered with an errno
+    /// an errno of this client's own (a request it did not send)
     #[error("{0}")]
     Errno(Errno),
+    /// a server refused the request: its errno, and what it said about it
+    #[error("{errno}: {message}")]
+    Refused {
+        /// The errno.
+        errno: Errno,
+        /// The server's message.
+        message: String,
+    },
     /// a server cannot be reached or did not answer in time
     #[error("server {server} ({addr}) unreachable: {reason}")]
     Unreachable {
@@ -96,7 +104,7 @@ impl ClientError {
     /// The errno a POSIX caller (FUSE) gets for this error.
     pub fn errno(&self) -> i32 {
         match self {
-            ClientError::Errno(e) => e.0,
+            ClientError::Errno(e) | ClientError::Refused { errno: e, .. } => e.0,
             ClientError::Unreachable {
                 timed_out: true, ..
             } => libc::ETIMEDOUT,
@@ -104,6 +112,13 @@ impl ClientError {
             ClientError::BadFd(_) => libc::EBADF,
             _ => libc::EIO,
         }
+    }
+}
+
+impl ClientError {
+    /// Whether this is errno `e`, of this client's own or a server's.
+    pub fn is(&self, e: Errno) -> bool {
+        matches!(self, ClientError::Errno(x) | ClientError::Refused { errno: x, .. } if *x == e)
     }
 }
 
@@ -564,7 +579,7 @@ impl Client {
         match self.call(l, &req) {
             // The entry exists and its inode is on another slice (a hard link, a renamed
             // file), which cannot answer with the attributes.
-            Err(ClientError::Errno(Errno::EEXIST)) if !excl => self.lookup(pino, name),
+            Err(e) if !excl && e.is(Errno::EEXIST) => self.lookup(pino, name),
             r => attr_of(op::CREATE, &r?),
         }
     }
@@ -759,7 +774,7 @@ impl Client {
             let req = Request::RmInode { ino: r.ino, orphan };
             match self.call(home_lambda(r.ino), &req) {
                 // Already gone (another client's unlink): nothing of it left to free.
-                Err(ClientError::Errno(Errno::ENOENT)) => return Ok(()),
+                Err(e) if e.is(Errno::ENOENT) => return Ok(()),
                 other => removed_of(op::RMINODE, &other?)?
                     .ok_or_else(|| ClientError::Protocol("rminode reply without inode".into()))?,
             }
@@ -911,7 +926,7 @@ impl Client {
         let src = self.lookup(spino, sname)?;
         let dst = match self.lookup(dpino, dname) {
             Ok(a) => Some(a),
-            Err(ClientError::Errno(Errno::ENOENT)) => None,
+            Err(e) if e.is(Errno::ENOENT) => None,
             Err(e) => return Err(e),
         };
         let mut sealed = Vec::new();
@@ -1636,6 +1651,17 @@ mod tests {
     #[test]
     fn errors_map_to_posix_errnos() {
         assert_eq!(ClientError::Errno(Errno::ENOENT).errno(), libc::ENOENT);
+        let refused = ClientError::Refused {
+            errno: Errno::ENOSPC,
+            message: "no inode slots".into(),
+        };
+        assert_eq!(refused.errno(), libc::ENOSPC);
+        assert!(refused.is(Errno::ENOSPC) && !refused.is(Errno::ENOENT));
+        assert!(ClientError::Errno(Errno::EEXIST).is(Errno::EEXIST));
+        assert!(
+            refused.to_string().ends_with(": no inode slots"),
+            "{refused}"
+        );
         let dead = ClientError::Unreachable {
             server: 0,
             addr: "x".into(),

@@ -22,6 +22,11 @@ pub struct Cluster {
 impl Cluster {
     /// Starts the cluster and waits until it is ready.
     pub fn start(n: usize) -> Self {
+        Self::start_with(n, &[])
+    }
+
+    /// [`Cluster::start`] with more arguments for every server.
+    pub fn start_with(n: usize, server_args: &[&str]) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let bin = Path::new(env!("CARGO_BIN_EXE_peakfs-server"));
         let cfg = LocalClusterConfig {
@@ -30,7 +35,11 @@ impl Cluster {
             servers: n,
             workers: 2,
             data_bytes: 64 << 20,
-            server_args: vec!["--no-pin".into()],
+            server_args: ["--no-pin"]
+                .iter()
+                .chain(server_args)
+                .map(|a| a.to_string())
+                .collect(),
             server_cpus: Vec::new(),
         };
         let mut cluster = LocalCluster::start(&cfg).unwrap();
