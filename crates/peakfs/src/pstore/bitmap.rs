@@ -104,6 +104,22 @@ impl Bitmap {
         self.update(start, len, true)
     }
 
+    /// Marks `len` units from `start` used (`used`) or free: live (`strict`), all of them must
+    /// be in the other state; in WAL replay ([`Self::force_run`]) they may be in either.
+    pub fn mark_run(
+        &mut self,
+        start: u64,
+        len: u64,
+        used: bool,
+        strict: bool,
+    ) -> Result<(), BitmapError> {
+        if strict {
+            self.update(start, len, used)
+        } else {
+            self.force_run(start, len, used)
+        }
+    }
+
     /// Marks `len` units from `start` used (`used`) or free, whatever their state: WAL replay
     /// over a checkpoint written between requests, which may already hold the change.
     pub fn force_run(&mut self, start: u64, len: u64, used: bool) -> Result<(), BitmapError> {

@@ -426,27 +426,39 @@ impl Icache {
             }
             cur = self.entries[cur as usize].prev;
         }
+        self.write_back_behind(io, victims)
+    }
+
+    /// Writes back dirty entries `dirty` behind if the I/O can (they become the write-behind
+    /// in flight, none being in flight), else at once.
+    fn write_back_behind<I: InodeIo>(
+        &mut self,
+        io: &mut I,
+        mut dirty: Vec<u32>,
+    ) -> Result<(), I::Error> {
         // In block order: neighbours join one command.
-        victims.sort_unstable_by_key(|&i| self.entries[i as usize].block);
-        let blocks: Vec<u64> = victims
+        dirty.sort_unstable_by_key(|&i| self.entries[i as usize].block);
+        let blocks: Vec<u64> = dirty
             .iter()
             .map(|&i| self.entries[i as usize].block)
             .collect();
         if !io.start_write_behind(&blocks, &*self)? {
-            return self.write_back_all(io, &victims);
+            return self.write_back_all(io, &dirty);
         }
-        self.mark_writing(victims);
+        for &i in &dirty {
+            self.entries[i as usize].state = State::Write;
+        }
+        self.dirty -= dirty.len();
+        self.writing = dirty;
+        self.behinds += 1;
         Ok(())
     }
 
-    /// Makes `blocks` the write-behind in flight.
-    fn mark_writing(&mut self, blocks: Vec<u32>) {
-        for &i in &blocks {
-            self.entries[i as usize].state = State::Write;
-        }
-        self.dirty -= blocks.len();
-        self.writing = blocks;
-        self.behinds += 1;
+    /// The entries in state dirty.
+    fn dirty_entries(&self) -> Vec<u32> {
+        (0..self.entries.len() as u32)
+            .filter(|&i| self.entries[i as usize].state == State::Dirty)
+            .collect()
     }
 
     /// Starts writing back every block dirty now, behind if the I/O can (once the
@@ -455,21 +467,9 @@ impl Icache {
     pub fn write_back_dirty<I: InodeIo>(&mut self, io: &mut I) -> Result<u64, I::Error> {
         self.poll_write_behind(io, true)?;
         let mark = self.behinds + 1;
-        let mut dirty: Vec<u32> = (0..self.entries.len() as u32)
-            .filter(|&i| self.entries[i as usize].state == State::Dirty)
-            .collect();
-        if dirty.is_empty() {
-            return Ok(mark);
-        }
-        dirty.sort_unstable_by_key(|&i| self.entries[i as usize].block);
-        let blocks: Vec<u64> = dirty
-            .iter()
-            .map(|&i| self.entries[i as usize].block)
-            .collect();
-        if io.start_write_behind(&blocks, &*self)? {
-            self.mark_writing(dirty);
-        } else {
-            self.write_back_all(io, &dirty)?;
+        let dirty = self.dirty_entries();
+        if !dirty.is_empty() {
+            self.write_back_behind(io, dirty)?;
         }
         Ok(mark)
     }
@@ -528,9 +528,7 @@ impl Icache {
     /// Writes back every dirty block (after the write-behind in flight).
     pub fn flush<I: InodeIo>(&mut self, io: &mut I) -> Result<(), I::Error> {
         self.poll_write_behind(io, true)?;
-        let dirty: Vec<u32> = (0..self.entries.len() as u32)
-            .filter(|&i| self.entries[i as usize].state == State::Dirty)
-            .collect();
+        let dirty = self.dirty_entries();
         self.write_back_all(io, &dirty)
     }
 }

@@ -1097,10 +1097,14 @@ impl PStore {
         let Some(mut job) = self.ckpt_job.take() else {
             return Ok(());
         };
-        let ready = self.settle().and_then(|()| self.commit()).and_then(|()| {
-            let (cache, mut io) = self.meta_io();
-            cache.wait_written(&mut io, job.inode_mark)
-        });
+        // The commit's flush also makes the checkpoint's pages and those inode blocks durable.
+        let ready = self
+            .settle()
+            .and_then(|()| {
+                let (cache, mut io) = self.meta_io();
+                cache.wait_written(&mut io, job.inode_mark)
+            })
+            .and_then(|()| self.commit());
         if let Err(e) = ready {
             self.ckpt_buf = job.enc.into_buf();
             return Err(e);
@@ -1111,8 +1115,7 @@ impl PStore {
         }
         let made_current = self
             .zone
-            .flush()
-            .and_then(|()| self.zone.write(job.sb.generation % 2, &job.sb.encode()))
+            .write(job.sb.generation % 2, &job.sb.encode())
             .and_then(|()| self.zone.flush());
         self.ckpt_buf = job.enc.into_buf();
         made_current?;
@@ -1130,10 +1133,10 @@ impl PStore {
     }
 
     /// Copies the frames from the superblock's log offset to the end of the log to the log's
-    /// start, then names offset 0 in a new superblock (see [`Self::make_checkpoint_current`]).
+    /// start, then names offset 0 in a new superblock (see [`Self::make_checkpoint_current`],
+    /// which committed the log: the copy is read back from the device).
     fn move_log_to_start(&mut self) -> Result<(), PStoreError> {
-        // Every frame on the device (the copy is read back from there).
-        self.commit()?;
+        debug_assert!(!self.wal.has_unwritten(), "frames the copy would miss");
         let (from, end) = (self.sb.wal_offset, self.wal.len());
         let first = from / PAGE as u64;
         let mut pages = vec![0u8; ((end.div_ceil(PAGE as u64) - first) as usize) * PAGE];
@@ -1323,11 +1326,9 @@ impl PStore {
             return Ok(());
         }
         match rec {
-            Record::InodeAlloc { slot } if live => self.islots.set_run(*slot, 1)?,
-            Record::InodeFree { slot } if live => self.islots.clear_run(*slot, 1)?,
             // Replay: the checkpoint, written between requests, may hold the change already.
-            Record::InodeAlloc { slot } => self.islots.force_run(*slot, 1, true)?,
-            Record::InodeFree { slot } => self.islots.force_run(*slot, 1, false)?,
+            Record::InodeAlloc { slot } => self.islots.mark_run(*slot, 1, true, live)?,
+            Record::InodeFree { slot } => self.islots.mark_run(*slot, 1, false, live)?,
             Record::InoMap { ino, slot } => {
                 if *slot >= self.sb.inode_slots || *ino == 0 {
                     return Err(PStoreError::Corrupt(format!("inode {ino} in slot {slot}")));

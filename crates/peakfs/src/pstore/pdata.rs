@@ -363,15 +363,12 @@ impl PData {
     /// Returns `false` for records of other components.
     pub fn apply(&mut self, rec: &Record, live: bool) -> Result<bool, PStoreError> {
         match rec {
-            Record::PageAlloc { run } if live => {
-                self.pages.set_run(run.start, u64::from(run.pages))?;
-            }
-            Record::PageFree { run } if live => self.pending_free.push(*run),
             // Replay: the checkpoint, written between requests, may hold the change already.
             Record::PageAlloc { run } => {
                 self.pages
-                    .force_run(run.start, u64::from(run.pages), true)?
+                    .mark_run(run.start, u64::from(run.pages), true, live)?;
             }
+            Record::PageFree { run } if live => self.pending_free.push(*run),
             Record::PageFree { run } => {
                 self.pages
                     .force_run(run.start, u64::from(run.pages), false)?;
