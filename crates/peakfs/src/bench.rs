@@ -13,6 +13,14 @@
 //! bigdir phase that trails `echo-spread` by a shifted median costs more per operation, one
 //! that trails by its tail waits on stalls.
 //!
+//! With [`BenchConfig::iterations`] above one (mdtest's -i) the selected phases run that many
+//! times in order, every iteration on files of its own. A record then sums its phase's
+//! iterations (its ops/s is their mean), and each fraction of a ceiling is the median over the
+//! iterations of the phase against the ceiling measured in the same iteration, with the least
+//! and the greatest (`*_min`, `*_max`) and the iterations' slowest and fastest ops/s
+//! (`iops_min`, `iops_max`): on a host whose speed drifts from second to second, a phase is
+//! compared with the ceiling of its own moment, and one slow moment moves the median little.
+//!
 //! Phases:
 //! - `echo-sync` / `echo-pipelined`: ECHO requests (64 B), one in flight or
 //!   [`BenchConfig::echo_window`] in flight per process: the RPC ceilings. With one in flight
@@ -56,7 +64,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::bench::{BenchRecord, Engine, LatencyRecorder};
+use common::bench::{BenchRecord, BenchRecordBuilder, Engine, LatencyRecorder};
 use serde::{Deserialize, Serialize};
 
 use crate::client::{Client, ClientError, ClientOptions};
@@ -134,6 +142,10 @@ pub struct BenchConfig {
     /// ([`ClientOptions::reply_poll`]); echoes and metadata operations alike.
     #[serde(default)]
     pub reply_poll_us: u64,
+    /// Times the selected phases run, the whole sequence each time (mdtest's and IOR's -i);
+    /// 0 counts as 1. See [`drive`] for how iterations are summed up.
+    #[serde(default)]
+    pub iterations: usize,
 }
 
 /// What one worker measured in one phase.
@@ -206,6 +218,15 @@ fn files_owner(op: &str, rank: usize, stride: usize, procs: usize) -> usize {
     }
 }
 
+/// What the names of iteration `iteration`'s files carry (nothing in the first).
+fn iteration_suffix(iteration: usize) -> String {
+    if iteration == 0 {
+        String::new()
+    } else {
+        format!("{iteration}.")
+    }
+}
+
 /// One worker process: its client and rank.
 #[derive(Debug)]
 pub struct Worker {
@@ -244,20 +265,29 @@ impl Worker {
         })
     }
 
-    /// The path of file `i` is this prefix followed by `i`.
-    /// The path of process `rank`'s mdtest files of `size` in `place`, up to their number.
+    /// The path of process `rank`'s mdtest files of `size` in `place` in iteration
+    /// `iteration`, up to their number: the path of file `i` is this prefix followed by `i`.
     /// Empty and 3,901-byte files have names of their own (`f` and `s`, the same length), so
-    /// that the create phases of both sizes can run one after the other.
-    fn file_prefix(cfg: &BenchConfig, rank: usize, place: &str, size: &str) -> String {
+    /// that the create phases of both sizes can run one after the other; the files of
+    /// iteration `k > 0` carry `k.` after that letter, so that every iteration creates new
+    /// files whatever phases it runs.
+    fn file_prefix(
+        cfg: &BenchConfig,
+        rank: usize,
+        place: &str,
+        size: &str,
+        iteration: usize,
+    ) -> String {
         let kind = if size == "3901" { 's' } else { 'f' };
+        let round = iteration_suffix(iteration);
         match place {
-            "private" => format!("{}/p{rank}/{kind}", cfg.root),
-            _ => format!("{}/big/r{rank}.{kind}", cfg.root),
+            "private" => format!("{}/p{rank}/{kind}{round}", cfg.root),
+            _ => format!("{}/big/r{rank}.{kind}{round}", cfg.root),
         }
     }
 
-    /// Runs phase `name`; returns (ops, bytes).
-    pub fn run(&mut self, name: &str) -> Result<(u64, u64), BenchFailure> {
+    /// Runs phase `name` of iteration `iteration`; returns (ops, bytes).
+    pub fn run(&mut self, name: &str, iteration: usize) -> Result<(u64, u64), BenchFailure> {
         let c = &mut self.client;
         let n = self.cfg.procs;
         let r = self.rank;
@@ -266,7 +296,7 @@ impl Worker {
             ["echo", "spread"] => {
                 let payload = [0x5au8; ECHO_BYTES];
                 // The names of this process's bigdir files, as the mdtest phases make them.
-                let path = Self::file_prefix(&self.cfg, r, "bigdir", "empty");
+                let path = Self::file_prefix(&self.cfg, r, "bigdir", "empty", iteration);
                 let prefix = path.rsplit('/').next().unwrap_or_default();
                 let mut name = String::with_capacity(prefix.len() + 20);
                 let layout = *c.layout();
@@ -334,7 +364,7 @@ impl Worker {
                 // One buffer for every path, as mdtest's sprintf into a fixed array: the
                 // harness should not add an allocation per operation that the echo lacks.
                 let owner = files_owner(op, r, self.cfg.stride, n);
-                let prefix = Self::file_prefix(&self.cfg, owner, place, size);
+                let prefix = Self::file_prefix(&self.cfg, owner, place, size, iteration);
                 let mut path = String::with_capacity(prefix.len() + 20);
                 for i in 0..files {
                     path.clear();
@@ -371,14 +401,20 @@ impl Worker {
                 let xfers = self.cfg.ior_bytes / NN_XFER as u64;
                 let buf = vec![(r as u8).wrapping_add(1); NN_XFER];
                 if *rw == "write" {
-                    let fd = c.create(&format!("{}/nn/f{r}", self.cfg.root), 0o644)?;
+                    let path = format!("{}/nn/f{r}{}", self.cfg.root, iteration_suffix(iteration));
+                    let fd = c.create(&path, 0o644)?;
                     for k in 0..xfers {
                         c.pwrite(fd, &buf, k * NN_XFER as u64)?;
                     }
                     c.close(fd)?;
                 } else {
                     let peer = (r + 1) % n;
-                    let fd = c.open(&format!("{}/nn/f{peer}", self.cfg.root), libc::O_RDONLY, 0)?;
+                    let path = format!(
+                        "{}/nn/f{peer}{}",
+                        self.cfg.root,
+                        iteration_suffix(iteration)
+                    );
+                    let fd = c.open(&path, libc::O_RDONLY, 0)?;
                     for k in 0..xfers {
                         let d = c.pread(fd, NN_XFER, k * NN_XFER as u64)?;
                         if d.len() != NN_XFER || d[0] != (peer as u8).wrapping_add(1) {
@@ -394,7 +430,7 @@ impl Worker {
             }
             ["ior", "n1", rw] => {
                 let xfers = self.cfg.ior_bytes / N1_XFER as u64;
-                let path = format!("{}/n1/shared", self.cfg.root);
+                let path = format!("{}/n1/shared{}", self.cfg.root, iteration_suffix(iteration));
                 let (who, flags) = if *rw == "write" {
                     (r, libc::O_CREAT | libc::O_WRONLY)
                 } else {
@@ -426,17 +462,28 @@ impl Worker {
         }
     }
 
-    /// Serves phases read from `input` (one name per line) until it ends, writing one
-    /// [`PhaseResult`] JSON line per phase to `output`.
+    /// Serves phases read from `input` until it ends, one per line (its name, then its
+    /// iteration if not the first), writing one [`PhaseResult`] JSON line per phase to
+    /// `output`.
     pub fn serve(&mut self, input: impl BufRead, mut output: impl Write) -> std::io::Result<()> {
         writeln!(output, "ready")?;
         output.flush()?;
         for line in input.lines() {
             let line = line?;
+            let mut words = line.split_whitespace();
+            let name = words.next().unwrap_or_default();
+            let iteration = words.next().map(str::parse::<usize>);
             let sent = self.client.rpcs_sent();
             self.latency = LatencyRecorder::new();
             let start_ns = epoch_ns();
-            let r = self.run(line.trim());
+            let r = match iteration {
+                None => self.run(name, 0),
+                Some(Ok(iteration)) => self.run(name, iteration),
+                Some(Err(_)) => Err(BenchFailure::Worker {
+                    rank: self.rank,
+                    msg: format!("bad phase line {line:?}"),
+                }),
+            };
             let end_ns = epoch_ns();
             let rpcs = self.client.rpcs_sent() - sent;
             let res = match r {
@@ -446,7 +493,7 @@ impl Worker {
                     rpcs,
                     start_ns,
                     end_ns,
-                    home_slot: (line.trim() == "echo-home").then_some(self.home),
+                    home_slot: (name == "echo-home").then_some(self.home),
                     latency_ns: self.latency.buckets(),
                     error: None,
                 },
@@ -531,6 +578,33 @@ fn ns_duration(ns: u128) -> Duration {
 }
 
 impl Phase {
+    /// The iterations of one phase as one: their operations, bytes, requests and spans summed
+    /// (its rate is the mean over the iterations' time), the quickest and the slowest process
+    /// of any iteration, and every latency.
+    fn total(runs: &[Phase]) -> Result<Phase, BenchFailure> {
+        let mut total = Phase {
+            ops: 0,
+            bytes: 0,
+            rpcs: 0,
+            duration: Duration::ZERO,
+            fastest_proc: Duration::MAX,
+            slowest_proc: Duration::ZERO,
+            max_procs_per_slice: None,
+            latency: LatencyRecorder::new(),
+        };
+        for run in runs {
+            total.ops += run.ops;
+            total.bytes += run.bytes;
+            total.rpcs += run.rpcs;
+            total.duration += run.duration;
+            total.fastest_proc = total.fastest_proc.min(run.fastest_proc);
+            total.slowest_proc = total.slowest_proc.max(run.slowest_proc);
+            total.max_procs_per_slice = total.max_procs_per_slice.max(run.max_procs_per_slice);
+            total.latency.merge(&run.latency)?;
+        }
+        Ok(total)
+    }
+
     /// Operations per second.
     pub fn rate(&self) -> f64 {
         self.ops as f64 / self.duration.as_secs_f64().max(1e-9)
@@ -542,6 +616,45 @@ impl Phase {
     }
 }
 
+/// Adds extra `key` to a phase's record: the median over the iterations of the phase's
+/// `metric` divided by its `ceiling` phase's in the same iteration (so that a host whose speed
+/// drifts between iterations compares each phase with the ceiling it had then), and with
+/// several iterations the least and greatest of those fractions as `key_min` and `key_max`.
+fn paired(
+    b: BenchRecordBuilder,
+    key: &str,
+    runs: &[Phase],
+    ceiling: &[Phase],
+    metric: fn(&Phase) -> f64,
+) -> BenchRecordBuilder {
+    let mut fractions: Vec<f64> = runs
+        .iter()
+        .zip(ceiling)
+        .map(|(run, limit)| metric(run) / metric(limit))
+        .collect();
+    fractions.sort_by(f64::total_cmp);
+    let Some(median) = median_of_sorted(&fractions) else {
+        return b;
+    };
+    let b = b.extra(key, median);
+    match fractions.as_slice() {
+        [least, .., greatest] => b
+            .extra(format!("{key}_min"), *least)
+            .extra(format!("{key}_max"), *greatest),
+        _ => b,
+    }
+}
+
+/// The median of sorted values: the middle one, or the mean of the middle two.
+fn median_of_sorted(sorted: &[f64]) -> Option<f64> {
+    let mid = sorted.len() / 2;
+    match sorted.len() {
+        0 => None,
+        n if n % 2 == 1 => Some(sorted[mid]),
+        _ => Some((sorted[mid - 1] + sorted[mid]) / 2.0),
+    }
+}
+
 /// Whether phase `name` runs under the filter `only` (substrings of names; empty: all): the
 /// echo ceilings always, the transfer ceilings whenever an IOR phase runs.
 fn selected(name: &str, only: &[String]) -> bool {
@@ -549,6 +662,66 @@ fn selected(name: &str, only: &[String]) -> bool {
     name.starts_with("echo")
         || picked(name)
         || (name.starts_with("xfer") && phases().iter().any(|p| p.starts_with("ior") && picked(p)))
+}
+
+/// Runs phase `name` of iteration `iteration` in every worker process at once.
+fn run_phase(procs: &mut [Proc], name: &str, iteration: usize) -> Result<Phase, BenchFailure> {
+    let t = Instant::now();
+    for (rank, p) in procs.iter_mut().enumerate() {
+        let stdin = p.stdin.as_mut().ok_or(BenchFailure::Worker {
+            rank,
+            msg: "input closed".into(),
+        })?;
+        writeln!(stdin, "{name} {iteration}")?;
+        stdin.flush()?;
+    }
+    let (mut ops, mut bytes, mut rpcs) = (0, 0, 0);
+    let (mut start, mut end) = (u128::MAX, 0u128);
+    let (mut fastest, mut slowest) = (u128::MAX, 0u128);
+    let mut home_slots = Vec::new();
+    let mut latency = LatencyRecorder::new();
+    let mut rank_ms = Vec::with_capacity(procs.len());
+    for (rank, p) in procs.iter_mut().enumerate() {
+        let l = p.line(rank)?;
+        let r: PhaseResult = serde_json::from_str(&l).map_err(|e| BenchFailure::Worker {
+            rank,
+            msg: format!("bad result {l:?}: {e}"),
+        })?;
+        if let Some(msg) = r.error {
+            return Err(BenchFailure::Worker {
+                rank,
+                msg: format!("{name}: {msg}"),
+            });
+        }
+        ops += r.ops;
+        bytes += r.bytes;
+        rpcs += r.rpcs;
+        start = start.min(r.start_ns);
+        end = end.max(r.end_ns);
+        let took = r.end_ns.saturating_sub(r.start_ns);
+        fastest = fastest.min(took);
+        slowest = slowest.max(took);
+        rank_ms.push(format!("{:.1}", took as f64 / 1e6));
+        home_slots.extend(r.home_slot);
+        for (nanos, count) in r.latency_ns {
+            latency.record_ns_n(nanos, count);
+        }
+    }
+    home_slots.sort_unstable();
+    let max_procs_per_slice = home_slots.chunk_by(|a, b| a == b).map(<[u64]>::len).max();
+    let span = ns_duration(end.saturating_sub(start));
+    // Each process's own span, by rank: a rank slow in every phase points at its cores.
+    tracing::info!(phase = %name, iteration, ops, wall = ?t.elapsed(), rank_ms = %rank_ms.join(" "), "phase done");
+    Ok(Phase {
+        ops,
+        bytes,
+        rpcs,
+        duration: span,
+        fastest_proc: ns_duration(fastest),
+        slowest_proc: ns_duration(slowest),
+        max_procs_per_slice,
+        latency,
+    })
 }
 
 /// Runs the whole benchmark with `cfg.procs` worker processes started as `exe bench-worker`;
@@ -636,83 +809,29 @@ pub fn drive(
             });
         }
     }
-    let mut results: Vec<(String, Phase)> = Vec::new();
-    for name in phases() {
-        if !selected(&name, only) {
-            continue;
+    let mut results: Vec<(String, Vec<Phase>)> = phases()
+        .into_iter()
+        .filter(|name| selected(name, only))
+        .map(|name| (name, Vec::new()))
+        .collect();
+    let iterations = cfg.iterations.max(1);
+    for iteration in 0..iterations {
+        for (name, runs) in &mut results {
+            runs.push(run_phase(&mut procs, name, iteration)?);
         }
-        let t = Instant::now();
-        for (rank, p) in procs.iter_mut().enumerate() {
-            let stdin = p.stdin.as_mut().ok_or(BenchFailure::Worker {
-                rank,
-                msg: "input closed".into(),
-            })?;
-            writeln!(stdin, "{name}")?;
-            stdin.flush()?;
-        }
-        let (mut ops, mut bytes, mut rpcs) = (0, 0, 0);
-        let (mut start, mut end) = (u128::MAX, 0u128);
-        let (mut fastest, mut slowest) = (u128::MAX, 0u128);
-        let mut home_slots = Vec::new();
-        let mut latency = LatencyRecorder::new();
-        let mut rank_ms = Vec::with_capacity(procs.len());
-        for (rank, p) in procs.iter_mut().enumerate() {
-            let l = p.line(rank)?;
-            let r: PhaseResult = serde_json::from_str(&l).map_err(|e| BenchFailure::Worker {
-                rank,
-                msg: format!("bad result {l:?}: {e}"),
-            })?;
-            if let Some(msg) = r.error {
-                return Err(BenchFailure::Worker {
-                    rank,
-                    msg: format!("{name}: {msg}"),
-                });
-            }
-            ops += r.ops;
-            bytes += r.bytes;
-            rpcs += r.rpcs;
-            start = start.min(r.start_ns);
-            end = end.max(r.end_ns);
-            let took = r.end_ns.saturating_sub(r.start_ns);
-            fastest = fastest.min(took);
-            slowest = slowest.max(took);
-            rank_ms.push(format!("{:.1}", took as f64 / 1e6));
-            home_slots.extend(r.home_slot);
-            for (nanos, count) in r.latency_ns {
-                latency.record_ns_n(nanos, count);
-            }
-        }
-        home_slots.sort_unstable();
-        let max_procs_per_slice = home_slots.chunk_by(|a, b| a == b).map(<[u64]>::len).max();
-        let span = ns_duration(end.saturating_sub(start));
-        // Each process's own span, by rank: a rank slow in every phase points at its cores.
-        tracing::info!(phase = %name, ops, wall = ?t.elapsed(), rank_ms = %rank_ms.join(" "), "phase done");
-        results.push((
-            name,
-            Phase {
-                ops,
-                bytes,
-                rpcs,
-                duration: span,
-                fastest_proc: ns_duration(fastest),
-                slowest_proc: ns_duration(slowest),
-                max_procs_per_slice,
-                latency,
-            },
-        ));
     }
     drop(procs);
-    let ceiling = |n: &str| results.iter().find(|(p, _)| p == n).map(|(_, r)| r.rate());
-    let (sync, piped) = (ceiling("echo-sync"), ceiling("echo-pipelined"));
-    let bandwidth = |n: &str| {
+    let runs_of = |n: &str| {
         results
             .iter()
             .find(|(p, _)| p == n)
-            .map(|(_, r)| r.bandwidth())
+            .map(|(_, runs)| runs.as_slice())
     };
-    let (xfer_write, xfer_read) = (bandwidth("xfer-write"), bandwidth("xfer-read"));
+    let (sync, piped) = (runs_of("echo-sync"), runs_of("echo-pipelined"));
+    let (xfer_write, xfer_read) = (runs_of("xfer-write"), runs_of("xfer-read"));
     let mut records = Vec::new();
-    for (name, r) in &results {
+    for (name, runs) in &results {
+        let r = &Phase::total(runs)?;
         let mut b = BenchRecord::new("peakfs", name.clone(), Engine::Cpu)
             .ops(r.ops)
             .bytes(r.bytes)
@@ -720,7 +839,8 @@ pub fn drive(
             .param("procs", cfg.procs as u64)
             .param("servers", u64::from(setup.layout().servers()))
             .param("workers_per_server", u64::from(setup.layout().workers()))
-            .param("reply_poll_us", cfg.reply_poll_us);
+            .param("reply_poll_us", cfg.reply_poll_us)
+            .param("iterations", iterations as u64);
         if name.starts_with("mdtest") {
             b = b
                 .param("files_per_proc", cfg.files as u64)
@@ -744,7 +864,7 @@ pub fn drive(
                     ("fraction_of_xfer_read", xfer_read)
                 };
                 if let Some(c) = ceiling {
-                    b = b.extra(key, r.bandwidth() / c);
+                    b = paired(b, key, runs, c, Phase::bandwidth);
                 }
             }
         } else {
@@ -768,11 +888,17 @@ pub fn drive(
         if let Some(m) = r.max_procs_per_slice {
             b = b.extra("max_procs_per_slice", m as f64);
         }
+        if iterations > 1 {
+            let rates = runs.iter().map(Phase::rate);
+            b = b
+                .extra("iops_min", rates.clone().fold(f64::INFINITY, f64::min))
+                .extra("iops_max", rates.fold(0.0, f64::max));
+        }
         if let Some(c) = piped {
-            b = b.extra("fraction_of_echo_pipelined", r.rate() / c);
+            b = paired(b, "fraction_of_echo_pipelined", runs, c, Phase::rate);
         }
         if let Some(c) = sync {
-            b = b.extra("fraction_of_echo_sync", r.rate() / c);
+            b = paired(b, "fraction_of_echo_sync", runs, c, Phase::rate);
         }
         records.push(b.finish()?);
     }
@@ -781,7 +907,21 @@ pub fn drive(
 
 #[cfg(test)]
 mod tests {
-    use super::files_owner;
+    use super::{files_owner, iteration_suffix, median_of_sorted};
+
+    #[test]
+    fn the_median_is_the_middle_value_or_the_mean_of_the_middle_two() {
+        assert_eq!(median_of_sorted(&[]), None);
+        assert_eq!(median_of_sorted(&[0.7]), Some(0.7));
+        assert_eq!(median_of_sorted(&[0.5, 0.6, 0.9]), Some(0.6));
+        assert_eq!(median_of_sorted(&[0.5, 0.6, 0.8, 0.9]), Some(0.7));
+    }
+
+    #[test]
+    fn only_later_iterations_mark_their_file_names() {
+        assert_eq!(iteration_suffix(0), "");
+        assert_eq!(iteration_suffix(2), "2.");
+    }
 
     #[test]
     fn a_stride_sends_stats_and_removes_to_another_process_files_and_creates_to_its_own() {

@@ -21,6 +21,7 @@ fn config(cluster: &Cluster, root: &str) -> BenchConfig {
         spawn_prefix: String::new(),
         spread_dirs: false,
         reply_poll_us: 0,
+        iterations: 1,
     }
 }
 
@@ -149,6 +150,93 @@ fn creates_of_both_sizes_run_back_to_back_and_a_stride_stats_the_files_of_anothe
         assert_eq!(r.ops, 36, "{}", r.workload);
         assert_eq!(r.parameters["stride"], 1, "{}", r.workload);
     }
+}
+
+#[test]
+fn iterations_make_new_files_each_time_and_pair_each_fraction_with_its_own_ceiling() {
+    let cluster = Cluster::start(2);
+    let mut client = cluster.client();
+    let cfg = BenchConfig {
+        files: 15,
+        echo_ops: 50,
+        iterations: 3,
+        ..config(&cluster, "/bench-iterations")
+    };
+    // No remove phase: an iteration that reused the names of the one before would fail its
+    // exclusive creates, and one that stat'ed them would check the wrong files.
+    let only = [
+        "create-3901".to_string(),
+        "stat-3901".into(),
+        "ior-n1".into(),
+    ];
+    let cfg = BenchConfig {
+        ior_bytes: 1 << 20,
+        ..cfg
+    };
+    let records = drive(&cfg, env!("CARGO_BIN_EXE_peakfs").as_ref(), &only).unwrap();
+    for r in &records {
+        assert_eq!(r.parameters["iterations"], 3, "{}", r.workload);
+        let per_proc = if r.workload.starts_with("echo") {
+            cfg.echo_ops
+        } else if r.workload.starts_with("mdtest") {
+            cfg.files as u64
+        } else if r.workload.starts_with("ior") {
+            cfg.ior_bytes / 47_008
+        } else {
+            cfg.ior_bytes / (256 << 10)
+        };
+        assert_eq!(r.ops, 3 * per_proc * cfg.procs as u64, "{}", r.workload);
+        let extra = |k: &str| {
+            r.extra[k]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{}: {k}", r.workload))
+        };
+        let (low, high) = (extra("iops_min"), extra("iops_max"));
+        assert!(
+            low <= r.iops && r.iops <= high,
+            "{}: {low} {} {high}",
+            r.workload,
+            r.iops
+        );
+        for key in ["fraction_of_echo_sync", "fraction_of_echo_pipelined"] {
+            let (low, mid, high) = (
+                extra(&format!("{key}_min")),
+                extra(key),
+                extra(&format!("{key}_max")),
+            );
+            assert!(
+                0.0 < low && low <= mid && mid <= high,
+                "{}: {key} {low} {mid} {high}",
+                r.workload
+            );
+        }
+    }
+    // echo-sync against itself in each iteration: exactly 1 every time.
+    let sync = records.iter().find(|r| r.workload == "echo-sync").unwrap();
+    for key in [
+        "fraction_of_echo_sync",
+        "fraction_of_echo_sync_min",
+        "fraction_of_echo_sync_max",
+    ] {
+        assert_eq!(sync.extra[key].as_f64(), Some(1.0), "{key}");
+    }
+    // Every iteration's files are there, 3,901 bytes each, under names of their own.
+    let private = client.readdir("/bench-iterations/p0").unwrap();
+    assert_eq!(private.len(), 3 * cfg.files, "{private:?}");
+    for name in ["s0", "s1.0", "s2.14"] {
+        let a = client
+            .stat(&format!("/bench-iterations/p0/{name}"))
+            .unwrap();
+        assert_eq!(a.size, 3901, "{name}");
+    }
+    let big = client.readdir("/bench-iterations/big").unwrap();
+    assert_eq!(big.len(), 3 * cfg.files * cfg.procs);
+    let shared = client.readdir("/bench-iterations/n1").unwrap();
+    assert_eq!(
+        shared.len(),
+        3,
+        "one shared N-1 file per iteration: {shared:?}"
+    );
 }
 
 #[test]

@@ -292,6 +292,17 @@ fn main() -> anyhow::Result<()> {
                 .finish()?,
         );
     }
+    // The longest checkpoint stops of the whole run, by kind (the longest requests are
+    // usually one of them).
+    let stops = slice.store().stats().checkpoint_stops;
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    let stops_line = format!(
+        "checkpoint stops: longest take {:.0} us, piece {:.0} us, last piece {:.0} us; {:.1} ms in all",
+        us(stops.take),
+        us(stops.piece),
+        us(stops.last),
+        us(stops.total) / 1e3
+    );
     if print_records(&records, args.json) {
         for r in &records {
             let max = r.latency_us.as_ref().map_or(0.0, |l| l.max);
@@ -307,6 +318,9 @@ fn main() -> anyhow::Result<()> {
                 r.extra["icache_write_backs"]
             );
         }
+        println!("{stops_line}");
+    } else {
+        eprintln!("{stops_line}");
     }
     Ok(())
 }

@@ -70,6 +70,12 @@ enum Cmd {
         /// IOR MiB per process.
         #[arg(long, default_value_t = 16)]
         ior_mib: u64,
+        /// Run the selected phases this many times, the whole sequence each time (mdtest's
+        /// -i): ops/s is then the mean over the iterations, and each fraction of a ceiling the
+        /// median of the iterations' fractions, each against the ceiling measured in its own
+        /// iteration (with its least and greatest in the JSON records).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+        iterations: u16,
         /// Run only phases whose name contains one of these (echo phases always run).
         #[arg(long)]
         only: Vec<String>,
@@ -302,6 +308,7 @@ fn main() -> Result<()> {
             echo_ops,
             echo_window,
             ior_mib,
+            iterations,
             only,
             root,
             json,
@@ -357,6 +364,7 @@ fn main() -> Result<()> {
                 spawn_prefix,
                 spread_dirs: spread_dirs(&a),
                 reply_poll_us: reply_poll_us(&a)?,
+                iterations: usize::from(*iterations),
             };
             let records = peakfs::bench::drive(&cfg, &exe, only);
             if let Some((cluster, dir, _)) = local {
@@ -383,6 +391,11 @@ fn main() -> Result<()> {
                         f("rpcs_per_op"),
                         r.gbps,
                         of_xfer
+                    );
+                }
+                if *iterations > 1 {
+                    println!(
+                        "({iterations} iterations: ops/s is the mean; each fraction the median of the iterations' own)"
                     );
                 }
             }

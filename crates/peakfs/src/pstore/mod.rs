@@ -438,11 +438,8 @@ pub struct PStoreStats {
     pub wal_bytes: u64,
     /// Checkpoints taken since open.
     pub checkpoints: u64,
-    /// The longest time one of them held its caller: taking it, or one of the pieces encoded
-    /// and written between requests (a server's worker serves nothing meanwhile).
-    pub checkpoint_max: Duration,
-    /// All of those times together.
-    pub checkpoint_total: Duration,
+    /// The times checkpoints held their caller (a server's worker serves nothing meanwhile).
+    pub checkpoint_stops: CheckpointStops,
     /// A checkpoint is taken and being written between requests ([`PStore::pump`]).
     pub checkpoint_writing: bool,
     /// Inodes without links kept until freed (open unlinked files).
@@ -452,6 +449,45 @@ pub struct PStoreStats {
     pub inode_table_room: u64,
     /// Icache counters.
     pub icache: IcacheStats,
+}
+
+/// The times checkpoints held their caller, by kind of stop: the longest of each, and all of
+/// them together.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CheckpointStops {
+    /// Taking one: the log's commit, the start of the Icache write-back, listing what to walk.
+    pub take: Duration,
+    /// A piece encoded and written between requests, but the last.
+    pub piece: Duration,
+    /// The last piece, which makes the checkpoint current (and moves the log to its start).
+    pub last: Duration,
+    /// Every stop together.
+    pub total: Duration,
+}
+
+impl CheckpointStops {
+    /// The longest stop of any kind.
+    pub fn longest(&self) -> Duration {
+        self.take.max(self.piece).max(self.last)
+    }
+
+    fn record(&mut self, kind: Stop, took: Duration) {
+        let longest = match kind {
+            Stop::Take => &mut self.take,
+            Stop::Piece => &mut self.piece,
+            Stop::Last => &mut self.last,
+        };
+        *longest = (*longest).max(took);
+        self.total += took;
+    }
+}
+
+/// What a checkpoint's stop did ([`CheckpointStops`]).
+#[derive(Debug, Clone, Copy)]
+enum Stop {
+    Take,
+    Piece,
+    Last,
 }
 
 /// An Icache write-back in flight on the zone's write-back queue: a flush if data pages went
@@ -726,8 +762,7 @@ pub struct PStore {
     /// The Icache write-back in flight, if any.
     behind: Behind,
     checkpoints: u64,
-    checkpoint_max: Duration,
-    checkpoint_total: Duration,
+    checkpoint_stops: CheckpointStops,
     /// The last checkpoint's encoding buffer (a piece of about a megabyte), kept for the next.
     ckpt_buf: Vec<u8>,
     /// The checkpoint being written between requests, if any.
@@ -846,6 +881,8 @@ impl PStore {
         )?;
         s.next_ino = cfg.ino_base;
         s.checkpoint()?;
+        // The empty store's first checkpoint held no request: the stops count from here.
+        s.checkpoint_stops = CheckpointStops::default();
         Ok(s)
     }
 
@@ -890,8 +927,7 @@ impl PStore {
             // taken from the log's buffer and the Icache as they go out.
             behind: Behind::default(),
             checkpoints: 0,
-            checkpoint_max: Duration::ZERO,
-            checkpoint_total: Duration::ZERO,
+            checkpoint_stops: CheckpointStops::default(),
             ckpt_buf: Vec::new(),
             ckpt_job: None,
             checkpoint_step: cfg.checkpoint_step.max(PAGE),
@@ -1018,7 +1054,7 @@ impl PStore {
             inode_mark,
             retaken: false,
         });
-        self.record_stop(start.elapsed());
+        self.checkpoint_stops.record(Stop::Take, start.elapsed());
         Ok(())
     }
 
@@ -1073,7 +1109,8 @@ impl PStore {
         } else {
             Ok(())
         };
-        self.record_stop(start.elapsed());
+        let kind = if done { Stop::Last } else { Stop::Piece };
+        self.checkpoint_stops.record(kind, start.elapsed());
         made_current
     }
 
@@ -1156,12 +1193,6 @@ impl PStore {
         self.wal.continue_after(&frames[..len]);
         self.synced = true;
         Ok(())
-    }
-
-    /// Counts a time a checkpoint held its caller.
-    fn record_stop(&mut self, took: Duration) {
-        self.checkpoint_max = self.checkpoint_max.max(took);
-        self.checkpoint_total += took;
     }
 
     /// Writes the WAL and flushes the device: every operation so far becomes durable.
@@ -2101,8 +2132,7 @@ impl PStore {
             wal_bytes: self.wal.len(),
             orphans: self.orphans.len() as u64,
             checkpoints: self.checkpoints,
-            checkpoint_max: self.checkpoint_max,
-            checkpoint_total: self.checkpoint_total,
+            checkpoint_stops: self.checkpoint_stops,
             checkpoint_writing: self.ckpt_job.is_some(),
             icache: self.icache.stats(),
         }
