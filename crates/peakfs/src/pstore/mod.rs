@@ -463,6 +463,10 @@ pub struct CheckpointStops {
     pub last: Duration,
     /// Every stop together.
     pub total: Duration,
+    /// The most staged data pages one of these stops wrote out itself (a take's or a last
+    /// piece's log commit writes them before the log; [`PStore::pump`] first has the rest
+    /// written behind).
+    pub staged_pages_written: usize,
 }
 
 impl CheckpointStops {
@@ -767,6 +771,8 @@ pub struct PStore {
     ckpt_buf: Vec<u8>,
     /// The checkpoint being written between requests, if any.
     ckpt_job: Option<CheckpointJob>,
+    /// A checkpoint is due and waits for a pump to take it: the pumps it has waited so far.
+    ckpt_wanted: Option<u32>,
     /// [`PStoreConfig::checkpoint_step`].
     checkpoint_step: usize,
 }
@@ -785,10 +791,23 @@ struct CheckpointJob {
     /// Taken again, whole, because the one taken before outgrew the area (a checkpoint
     /// written between requests may hold more keys than the tables ever do at once).
     retaken: bool,
+    /// Pumps since it was all written that waited for data to be written behind before it
+    /// is made current ([`PStore::drained`]).
+    drain_pumps: u32,
 }
 
 /// Unwritten log bytes that [`PStore::pump`] writes (and flushes).
 const LOG_WRITE_AHEAD: usize = 1 << 20;
+
+/// Staged data pages that a checkpoint's log commit may write out itself; with more, the
+/// pumps have them written behind first ([`PStore::drained`]). A commit wrote out up to a
+/// megabyte of them and waited: the last piece held the worker 2.5-4.3 ms on the 2-core box
+/// (bench/results/2026-11-27-peakfs-layouts).
+const COMMIT_STAGED_PAGES: usize = 16;
+
+/// Pumps that a checkpoint to take, or one to make current, waits at most for the data it
+/// would write out to be written behind; then it goes ahead and writes what is left itself.
+const DRAIN_PUMPS: u32 = 64;
 
 /// Bytes of a checkpoint encoded and written per [`PStore::pump`] by default: a piece held an
 /// H200 host's worker up to 2.4 ms at a million inodes, against 4-6 ms for pieces of 1 MiB
@@ -930,6 +949,7 @@ impl PStore {
             checkpoint_stops: CheckpointStops::default(),
             ckpt_buf: Vec::new(),
             ckpt_job: None,
+            ckpt_wanted: None,
             checkpoint_step: cfg.checkpoint_step.max(PAGE),
         })
     }
@@ -1036,7 +1056,9 @@ impl PStore {
     /// here on is all the checkpoint needs.
     fn start_checkpoint(&mut self) -> Result<(), PStoreError> {
         let start = Instant::now();
+        self.ckpt_wanted = None;
         self.settle()?;
+        self.count_staged_written();
         self.commit()?;
         let (cache, mut io) = self.meta_io();
         let inode_mark = cache.write_back_dirty(&mut io)?;
@@ -1053,21 +1075,24 @@ impl PStore {
             sb,
             inode_mark,
             retaken: false,
+            drain_pumps: 0,
         });
         self.checkpoint_stops.record(Stop::Take, start.elapsed());
         Ok(())
     }
 
     /// Encodes and writes the next piece of the checkpoint being written, if any (`all`: the
-    /// rest of it); the last piece makes it current ([`Self::make_checkpoint_current`]). Each
-    /// call is a stop of the caller. A failed write drops the checkpoint (the last one stays
-    /// current).
+    /// rest of it); once all of it is written, it is made current
+    /// ([`Self::make_checkpoint_current`]): at once with `all`, else by the first pump that
+    /// finds the data its log commit would write out written behind ([`Self::drained`]).
+    /// Each call is a stop of the caller. A failed write drops the checkpoint (the last one
+    /// stays current).
     fn write_checkpoint_step(&mut self, all: bool) -> Result<(), PStoreError> {
         let start = Instant::now();
         let Some(mut job) = self.ckpt_job.take() else {
             return Ok(());
         };
-        loop {
+        while !job.enc.is_done() {
             job.enc.encode(&self.tables(), self.checkpoint_step);
             if job.enc.pages_bytes() > job.sb.ckpt_pages * PAGE as u64 {
                 self.ckpt_buf = job.enc.into_buf();
@@ -1095,7 +1120,7 @@ impl PStore {
                 return Err(e.into());
             }
             job.written += n;
-            if job.enc.is_done() || !all {
+            if !all {
                 break;
             }
         }
@@ -1103,15 +1128,53 @@ impl PStore {
         if done {
             (job.sb.ckpt_len, job.sb.ckpt_crc) = job.enc.len_and_crc();
         }
+        let ready = if !done {
+            false
+        } else if all || job.drain_pumps >= DRAIN_PUMPS {
+            true
+        } else {
+            job.drain_pumps += 1;
+            match self.drained() {
+                Ok(drained) => drained,
+                Err(e) => {
+                    self.ckpt_job = Some(job);
+                    return Err(e);
+                }
+            }
+        };
         self.ckpt_job = Some(job);
-        let made_current = if done {
+        let made_current = if ready {
             self.make_checkpoint_current()
         } else {
             Ok(())
         };
-        let kind = if done { Stop::Last } else { Stop::Piece };
+        let kind = if ready { Stop::Last } else { Stop::Piece };
         self.checkpoint_stops.record(kind, start.elapsed());
         made_current
+    }
+
+    /// Whether a log commit now would wait for little: no data write-out and no Icache
+    /// write-back in flight, and at most [`COMMIT_STAGED_PAGES`] staged data pages. With more
+    /// staged, it starts writing them out on the write-back queue (without waiting), for a
+    /// later pump to find them written.
+    fn drained(&mut self) -> Result<bool, PStoreError> {
+        let behind = self.behind.started && self.behind.done.is_none();
+        if behind || self.data.is_writing() {
+            return Ok(false);
+        }
+        if self.data.staged_pages() > COMMIT_STAGED_PAGES {
+            self.data.start_write_out(&self.zone)?;
+            // A zone without a write-back queue wrote them out at once.
+            return Ok(!self.data.is_writing());
+        }
+        Ok(true)
+    }
+
+    /// Notes the staged data pages that the log commit of a checkpoint's stop is about to
+    /// write out itself.
+    fn count_staged_written(&mut self) {
+        let stops = &mut self.checkpoint_stops;
+        stops.staged_pages_written = stops.staged_pages_written.max(self.data.staged_pages());
     }
 
     /// Encodes and writes what is left of the checkpoint being written, if any, and makes it
@@ -1135,6 +1198,7 @@ impl PStore {
             return Ok(());
         };
         // The commit's flush also makes the checkpoint's pages and those inode blocks durable.
+        self.count_staged_written();
         let ready = self
             .settle()
             .and_then(|()| {
@@ -1214,14 +1278,23 @@ impl PStore {
         let icache = cache.poll_write_behind(&mut io, false)?;
         // A failed data write-out is returned before the checkpoint and log steps can fail.
         let data = data?;
-        self.write_checkpoint_step(false)?;
+        if let Some(waited) = self.ckpt_wanted {
+            // Its first piece waits for the next pump: one stop per pump.
+            if waited >= DRAIN_PUMPS || self.drained()? {
+                self.start_checkpoint()?;
+            } else {
+                self.ckpt_wanted = Some(waited + 1);
+            }
+        } else {
+            self.write_checkpoint_step(false)?;
+        }
         // A log that nothing writes (no fsync, no Icache write-back) was written all at once by
         // the next checkpoint: tens of megabytes of unlinks held the worker 110-260 ms on the
         // 2-core box. Written a megabyte at a time, between requests, it never piles up.
         if self.wal.unwritten_bytes() >= LOG_WRITE_AHEAD {
             self.commit()?;
         }
-        Ok(data || icache || self.ckpt_job.is_some())
+        Ok(data || icache || self.ckpt_job.is_some() || self.ckpt_wanted.is_some())
     }
 
     /// Makes every operation so far durable (the data written and all metadata).
@@ -1233,13 +1306,19 @@ impl PStore {
     // ---- transactions ----
 
     /// Starts an operation that logs at most `bytes` of records. With a quarter of the log
-    /// left, a checkpoint is taken and left to be written between requests ([`Self::pump`]);
-    /// out of room, it is finished now (or one is taken and written at once).
+    /// left, a checkpoint is due: the next pumps take it ([`Self::pump`], once the data its
+    /// log commit would write out is written behind) and write it between requests. With an
+    /// eighth left and none taken yet, it is taken now. Out of room, it is finished now (or
+    /// one is taken and written at once).
     fn begin(&mut self, bytes: usize) -> Result<(), PStoreError> {
         self.settle()?;
         let reserve = (self.sb.wal_pages as usize * PAGE) / 4;
         if self.ckpt_job.is_none() && !self.wal.fits(bytes.saturating_add(reserve)) {
-            self.start_checkpoint()?;
+            if !self.wal.fits(bytes.saturating_add(reserve / 2)) {
+                self.start_checkpoint()?;
+            } else if self.ckpt_wanted.is_none() {
+                self.ckpt_wanted = Some(0);
+            }
         }
         if !self.wal.fits(bytes) {
             self.finish_checkpoint()?;
