@@ -2,15 +2,15 @@
 # Call C: base (d70ef82) against drain (a checkpoint is taken by a pump, after the reply, and
 # taken or made current only once the staged data pages its log commit would write out are
 # written behind). peakfs-slice-bench --files 1000000, then mdtest at 2 M files per phase
-# (8 x 1), each in the order base drain drain base. Usage: call-c.sh OUT
+# (8 x 1), each in the order base B B base. Usage: [B=drain] call-c.sh OUT
 set -u
-O=${1:?}; G=gpu-run/stops; mkdir -p $O; nproc; date -u
-for b in base drain drain base; do
+O=${1:?}; G=gpu-run/stops; B=${B:-drain}; mkdir -p $O; nproc; date -u
+for b in base $B $B base; do
   echo "== slice $b"
   timeout 150 $G/$b/peakfs-slice-bench --files 1000000 --rounds 1 --data-mib 8192 --bytes-per-inode 4096 2>&1 | tail -7 | sed 's/(0 other blocks mapped), //; s/ per request//'
 done | tee $O/slice.txt
 i=0
-for b in base drain drain base; do
+for b in base $B $B base; do
   i=$((i + 1)); f=$O/md-$b-$i; mkdir -p $f.logs
   RUST_LOG=info timeout 200 $G/$b/peakfs bench --local-pin --procs 8 --files 250000 --local-cluster 8 --local-workers 1 --local-data-mib 4096 --local-server-arg=--bytes-per-inode=4096 --only create-empty --only stat-empty --only remove-empty --local-logs $f.logs --json > $f.jsonl 2> $f.err || { echo FAILED $f; tail -3 $f.err; }
   echo "== md $b $i: longest stops per worker (us): take piece last"

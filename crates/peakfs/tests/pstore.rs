@@ -417,21 +417,48 @@ fn a_full_stage_goes_out_without_the_write_waiting_and_stays_readable_until_it_l
     assert!(first >= 256, "staged first: {first}");
 }
 
+/// The 3,901 bytes of small file `i`.
+fn small_content(i: u16) -> Vec<u8> {
+    (0..3901u32).map(|k| (k as u16 ^ !i) as u8).collect()
+}
+
+/// Makes small file `i` in the root directory; returns its ino.
+fn create_small(s: &mut PStore, i: u16) -> u64 {
+    let f = s
+        .create(1, format!("s{i}").as_bytes(), REG, 0, 0, Hint::default())
+        .unwrap();
+    s.write(f.ino, 0, &small_content(i)).unwrap();
+    f.ino
+}
+
+/// Syncs `s`, cuts the power and opens the store again: small file `i` is `files[i]`, whole,
+/// and no page leaked.
+fn power_cut_keeps_small_files(
+    mut s: PStore,
+    ssd: &SwarmIo,
+    dev: Arc<NvmeDevice>,
+    cfg: &PStoreConfig,
+    files: &[u64],
+) {
+    s.fsync().unwrap();
+    ssd.power_cut().unwrap();
+    drop(s);
+    let mut s = PStore::open(dev, cfg).unwrap();
+    for (i, &ino) in files.iter().enumerate() {
+        let mut buf = vec![0u8; 3901];
+        assert_eq!(s.read(ino, 0, &mut buf).unwrap(), 3901);
+        assert!(buf == small_content(i as u16), "file {i}");
+    }
+    check_pages(&mut s);
+}
+
 #[test]
 fn a_full_stage_sent_over_many_pumps_lands_whole() {
     // A fast device: the pages sent by one pump have landed before the next pump sends more.
     let (ssd, dev) = swarm_queues(32 << 20, 4096, 2);
     let cfg = write_out_config();
     let mut s = PStore::format(dev.clone(), &cfg).unwrap();
-    let content = |i: u16| -> Vec<u8> { (0..3901u32).map(|k| (k as u16 ^ !i) as u8).collect() };
-    let mut files = Vec::new();
-    for i in 0..260u16 {
-        let f = s
-            .create(1, format!("s{i}").as_bytes(), REG, 0, 0, Hint::default())
-            .unwrap();
-        s.write(f.ino, 0, &content(i)).unwrap();
-        files.push(f.ino);
-    }
+    let files: Vec<u64> = (0..260u16).map(|i| create_small(&mut s, i)).collect();
     let mut pumps = 0;
     while s.pump().unwrap() {
         pumps += 1;
@@ -440,16 +467,7 @@ fn a_full_stage_sent_over_many_pumps_lands_whole() {
     // 257 pages, a few dozen copied per pump.
     assert!(pumps >= 4, "{pumps} pumps");
     assert!(s.stats().staged_pages < 10, "{:?}", s.stats());
-    s.fsync().unwrap();
-    ssd.power_cut().unwrap();
-    drop(s);
-    let mut s = PStore::open(dev, &cfg).unwrap();
-    for (i, &ino) in files.iter().enumerate() {
-        let mut buf = vec![0u8; 3901];
-        assert_eq!(s.read(ino, 0, &mut buf).unwrap(), 3901);
-        assert!(buf == content(i as u16), "file {i}");
-    }
-    check_pages(&mut s);
+    power_cut_keeps_small_files(s, &ssd, dev, &cfg, &files);
 }
 
 #[test]
@@ -463,18 +481,9 @@ fn checkpoints_wait_for_staged_pages_to_be_written_behind_before_their_log_commi
     cfg.checkpoint_step = 4096;
     let mut s = PStore::format(dev.clone(), &cfg).unwrap();
     s.defer_settle(true).unwrap();
-    let content = |i: u16| -> Vec<u8> {
-        (0..3901u32)
-            .map(|k| (k as u16 ^ i.rotate_left(3)) as u8)
-            .collect()
-    };
     let mut files = Vec::new();
     for i in 0..1500u16 {
-        let f = s
-            .create(1, format!("c{i}").as_bytes(), REG, 0, 0, Hint::default())
-            .unwrap();
-        s.write(f.ino, 0, &content(i)).unwrap();
-        files.push(f.ino);
+        files.push(create_small(&mut s, i));
         // The next request comes a little later: a write-out in flight lands meanwhile even
         // on a busy machine, before the log runs short and a checkpoint must go ahead.
         if s.pump().unwrap() {
@@ -487,16 +496,7 @@ fn checkpoints_wait_for_staged_pages_to_be_written_behind_before_their_log_commi
     // had the rest written behind first); without that, up to 256.
     assert!(st.checkpoint_stops.staged_pages_written <= 16, "{st:?}");
     while s.pump().unwrap() {}
-    s.fsync().unwrap();
-    ssd.power_cut().unwrap();
-    drop(s);
-    let mut s = PStore::open(dev, &cfg).unwrap();
-    for (i, &ino) in files.iter().enumerate() {
-        let mut buf = vec![0u8; 3901];
-        assert_eq!(s.read(ino, 0, &mut buf).unwrap(), 3901);
-        assert!(buf == content(i as u16), "file {i}");
-    }
-    check_pages(&mut s);
+    power_cut_keeps_small_files(s, &ssd, dev, &cfg, &files);
 }
 
 #[test]

@@ -426,18 +426,24 @@ mod tests {
         t
     }
 
+    impl Loaded {
+        fn tables(&self) -> Tables<'_> {
+            Tables {
+                next_ino: self.next_ino,
+                inodes: &self.inodes,
+                blocks: &self.blocks,
+                cart: &self.cart,
+                islots: &self.islots,
+                pages: &self.pages,
+                orphans: &self.orphans,
+            }
+        }
+    }
+
     /// Encodes `t` in pieces of `piece` bytes; returns the bytes taken and the length and
     /// CRC the encoder reports.
     fn encode(t: &Loaded, piece: usize) -> (Vec<u8>, (u64, u32)) {
-        let src = Tables {
-            next_ino: t.next_ino,
-            inodes: &t.inodes,
-            blocks: &t.blocks,
-            cart: &t.cart,
-            islots: &t.islots,
-            pages: &t.pages,
-            orphans: &t.orphans,
-        };
+        let src = t.tables();
         let mut enc = Encoder::new(&src, Vec::new());
         let mut out = Vec::new();
         loop {
@@ -462,15 +468,7 @@ mod tests {
         let mut t = tables(&[]);
         t.inodes = InodeIndex::new(1 << 20);
         t.inodes.insert(42, (1 << 20) - 1);
-        let src = Tables {
-            next_ino: t.next_ino,
-            inodes: &t.inodes,
-            blocks: &t.blocks,
-            cart: &t.cart,
-            islots: &t.islots,
-            pages: &t.pages,
-            orphans: &t.orphans,
-        };
+        let src = t.tables();
         let mut enc = Encoder::new(&src, Vec::new());
         enc.files = (1..=50_000).collect();
         let want = 8 * PAGE;
