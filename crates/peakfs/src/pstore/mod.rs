@@ -511,6 +511,13 @@ struct Behind {
     done: Option<Result<(), PStoreError>>,
 }
 
+impl Behind {
+    /// Started, and its result not yet come back.
+    fn in_flight(&self) -> bool {
+        self.started && self.done.is_none()
+    }
+}
+
 /// The icache's view of the device: inode blocks, and the log (with the staged data pages it
 /// maps) to sync before write-back.
 struct MetaIo<'a> {
@@ -541,7 +548,7 @@ impl MetaIo<'_> {
     /// Waits until no write-behind command is in flight (its result is kept for the Icache).
     /// `sent`: the Icache's blocks ([`InodeIo::start_write_behind`]).
     fn finish_behind(&mut self, sent: &dyn KeyedPages) {
-        if self.behind.started && self.behind.done.is_none() {
+        if self.behind.in_flight() {
             let r = match self.behind.after_data.take() {
                 Some(failures) => {
                     let data = self.data.finish_writing(self.zone);
@@ -792,7 +799,7 @@ struct CheckpointJob {
     /// written between requests may hold more keys than the tables ever do at once).
     retaken: bool,
     /// Pumps since it was all written that waited for data to be written behind before it
-    /// is made current ([`PStore::drained`]).
+    /// is made current ([`PStore::go_ahead`]).
     drain_pumps: u32,
 }
 
@@ -819,7 +826,7 @@ impl Drop for PStore {
     /// test, a failed start) submits nothing more of it and waits for what the device already
     /// has: afterwards nothing of this store reaches the device.
     fn drop(&mut self) {
-        if self.behind.started && self.behind.done.is_none() {
+        if self.behind.in_flight() {
             let _ = self.zone.abandon(&mut self.behind.batch);
         }
         self.data.abandon_writing(&self.zone);
@@ -1130,12 +1137,11 @@ impl PStore {
         }
         let ready = if !done {
             false
-        } else if all || job.drain_pumps >= DRAIN_PUMPS {
+        } else if all {
             true
         } else {
-            job.drain_pumps += 1;
-            match self.drained() {
-                Ok(drained) => drained,
+            match self.go_ahead(&mut job.drain_pumps) {
+                Ok(ready) => ready,
                 Err(e) => {
                     self.ckpt_job = Some(job);
                     return Err(e);
@@ -1153,13 +1159,19 @@ impl PStore {
         made_current
     }
 
+    /// Counts one more pump that a checkpoint to take or to make current waited (`waited`);
+    /// returns whether it goes ahead now: [`Self::drained`], or it waited [`DRAIN_PUMPS`].
+    fn go_ahead(&mut self, waited: &mut u32) -> Result<bool, PStoreError> {
+        *waited += 1;
+        Ok(*waited > DRAIN_PUMPS || self.drained()?)
+    }
+
     /// Whether a log commit now would wait for little: no data write-out and no Icache
     /// write-back in flight, and at most [`COMMIT_STAGED_PAGES`] staged data pages. With more
     /// staged, it starts writing them out on the write-back queue (without waiting), for a
     /// later pump to find them written.
     fn drained(&mut self) -> Result<bool, PStoreError> {
-        let behind = self.behind.started && self.behind.done.is_none();
-        if behind || self.data.is_writing() {
+        if self.behind.in_flight() || self.data.is_writing() {
             return Ok(false);
         }
         if self.data.staged_pages() > COMMIT_STAGED_PAGES {
@@ -1278,12 +1290,12 @@ impl PStore {
         let icache = cache.poll_write_behind(&mut io, false)?;
         // A failed data write-out is returned before the checkpoint and log steps can fail.
         let data = data?;
-        if let Some(waited) = self.ckpt_wanted {
+        if let Some(mut waited) = self.ckpt_wanted {
             // Its first piece waits for the next pump: one stop per pump.
-            if waited >= DRAIN_PUMPS || self.drained()? {
+            if self.go_ahead(&mut waited)? {
                 self.start_checkpoint()?;
             } else {
-                self.ckpt_wanted = Some(waited + 1);
+                self.ckpt_wanted = Some(waited);
             }
         } else {
             self.write_checkpoint_step(false)?;
