@@ -436,10 +436,20 @@ fn local_logs_keep_the_servers_last_lines_with_the_hop_times_of_forwarded_reques
         for key in ["checkpoints", "icache_write_backs", "icache_misses"] {
             assert!(field(line, key).is_some(), "{key} in {line}");
         }
-        assert!(
-            field(line, "log_work_max_us").is_some_and(|us| us > 0.0),
-            "{line}"
-        );
+        // Log work: `max_us/total_ms/stalls/stalled_ms`, the settle's and the pump's. The
+        // settles logged creates; stalls are rounds over 50 us, so no more of them than that
+        // the time they took allows.
+        for key in ["settle_max_us_ms_stalls_ms", "pump_max_us_ms_stalls_ms"] {
+            let [max_us, total_ms, stalls, stalled_ms] = timed(line, key)
+                .and_then(|t| <[f64; 4]>::try_from(t).ok())
+                .unwrap_or_else(|| panic!("{key} in {line}"));
+            assert!(max_us <= total_ms * 1e3 + 50.0, "{key}: {line}");
+            assert!(stalled_ms <= total_ms + 0.1, "{key}: {line}");
+            assert!(stalls * 0.05 <= stalled_ms + 0.1, "{key}: {line}");
+            if key.starts_with("settle") {
+                assert!(max_us > 0.0, "{line}");
+            }
+        }
         // The store was formatted with a checkpoint, which took time (its total is in ms
         // with one decimal: it may print as 0.0).
         assert!(
@@ -457,12 +467,7 @@ fn local_logs_keep_the_servers_last_lines_with_the_hop_times_of_forwarded_reques
         // What the thread cost: time in rounds that served something, and its page faults
         // and context switches (getrusage).
         assert!(field(line, "busy_ms").is_some_and(|ms| ms > 0.0), "{line}");
-        for key in [
-            "log_work_ms",
-            "minor_faults",
-            "voluntary_switches",
-            "involuntary_switches",
-        ] {
+        for key in ["minor_faults", "voluntary_switches", "involuntary_switches"] {
             assert!(
                 field(line, key).is_some_and(|v| v >= 0.0),
                 "{key} in {line}"

@@ -153,6 +153,44 @@ impl HopTimes {
     }
 }
 
+/// Rounds of a worker's log work longer than this count as stalls in its stop line: a
+/// request that arrives meanwhile waits for them, and in a bigdir, where every client's
+/// next request may hash to this worker, every client soon does.
+const STALL: Duration = Duration::from_micros(50);
+
+/// One kind of a worker's log work between rounds (the settle after replies, or the pump of
+/// write-backs and checkpoint pieces), for the stop line.
+#[derive(Debug, Default)]
+struct LogWork {
+    max: Duration,
+    total: Duration,
+    /// Rounds over [`STALL`], and their time.
+    stalls: u64,
+    stalled: Duration,
+}
+
+impl LogWork {
+    fn add(&mut self, d: Duration) {
+        self.max = self.max.max(d);
+        self.total += d;
+        if d > STALL {
+            self.stalls += 1;
+            self.stalled += d;
+        }
+    }
+
+    /// `max_us/total_ms/stalls/stalled_ms` over [`STALL`].
+    fn line(&self) -> String {
+        format!(
+            "{:.0}/{:.1}/{}/{:.1}",
+            self.max.as_secs_f64() * 1e6,
+            self.total.as_secs_f64() * 1e3,
+            self.stalls,
+            self.stalled.as_secs_f64() * 1e3
+        )
+    }
+}
+
 /// What travels between two workers.
 #[derive(Debug)]
 enum Msg {
@@ -323,8 +361,8 @@ impl RingSched {
                 spare: Vec::new(),
                 zeros: Vec::new(),
                 hops: HopTimes::default(),
-                log_work_max: Duration::ZERO,
-                log_work_total: Duration::ZERO,
+                settle_work: LogWork::default(),
+                pump_work: LogWork::default(),
                 frames: 0,
                 busy: Duration::ZERO,
             };
@@ -574,11 +612,11 @@ struct Worker {
     /// Zero bytes the XFER replies are cut from (grown to the longest asked for).
     zeros: Vec<u8>,
     hops: HopTimes,
-    /// The longest log work between two rounds (settle and write-back pump), for the stop
-    /// line: it holds up every request that arrives meanwhile.
-    log_work_max: Duration,
-    /// All log work, for the stop line.
-    log_work_total: Duration,
+    /// Log work between two rounds, for the stop line: it holds up every request that
+    /// arrives meanwhile. The settle of the requests answered ...
+    settle_work: LogWork,
+    /// ... and the pump of write-backs and checkpoint steps.
+    pump_work: LogWork,
     /// Client frames received, echoes and transfers included (`requests` counts the
     /// file system's), for the stop line.
     frames: u64,
@@ -661,17 +699,17 @@ impl Worker {
                 self.shared[self.me].sleeping.store(false, Ordering::SeqCst);
             }
             // The round's replies are sent: now the log work of the last request.
-            let log_start = Instant::now();
+            let settle_start = Instant::now();
             if let Err(e) = self.slice.store().settle() {
                 tracing::error!(worker = self.me, error = %e, "settling the store failed");
             }
+            let pump_start = Instant::now();
             writing_behind = self.slice.store().pump().unwrap_or_else(|e| {
                 tracing::error!(worker = self.me, error = %e, "a write-back failed (Icache blocks or staged data pages)");
                 false
             });
-            let log_work = log_start.elapsed();
-            self.log_work_max = self.log_work_max.max(log_work);
-            self.log_work_total += log_work;
+            self.pump_work.add(pump_start.elapsed());
+            self.settle_work.add(pump_start - settle_start);
             let drained = self.drain(&mut poller);
             if polled? + drained > 0 {
                 last_work = Instant::now();
@@ -741,8 +779,8 @@ impl Worker {
                         icache_write_backs = served.icache.write_backs,
                         icache_copied_in_flight = served.icache.copied_in_flight,
                         icache_misses = served.icache.misses,
-                        log_work_max_us = %format_args!("{:.0}", self.log_work_max.as_secs_f64() * 1e6),
-                        log_work_ms = %format_args!("{:.1}", self.log_work_total.as_secs_f64() * 1e3),
+                        settle_max_us_ms_stalls_ms = self.settle_work.line(),
+                        pump_max_us_ms_stalls_ms = self.pump_work.line(),
                         frames = self.frames,
                         busy_ms = %format_args!("{:.1}", self.busy.as_secs_f64() * 1e3),
                         minor_faults = faults,
@@ -1111,5 +1149,21 @@ fn pin(worker: usize, core: usize) {
             "pinning failed: {}",
             std::io::Error::last_os_error()
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_work_counts_only_rounds_over_the_stall_threshold_as_stalls() {
+        let mut w = LogWork::default();
+        for us in [10, 50, 51, 400] {
+            w.add(Duration::from_micros(us));
+        }
+        // 511 us in all, 451 us of it in the two rounds over 50 us.
+        assert_eq!(w.line(), "400/0.5/2/0.5");
+        assert_eq!((w.stalls, w.stalled), (2, Duration::from_micros(451)));
     }
 }
