@@ -125,6 +125,9 @@ fn crash_store(behind: bool) -> (Arc<SwarmIo>, Arc<NvmeDevice>, PStoreConfig) {
     // The worker's own queue (the other tests use the device's shared queues).
     c.queue = Some(0);
     c.write_back_queue = behind.then_some(1);
+    // Pumps write the log ahead from its first unwritten page on, on the write-back queue
+    // when there is one: cuts come while it is in flight, and write-backs start behind it.
+    c.log_write_ahead = 4096;
     (ctrl, dev, c)
 }
 
@@ -606,6 +609,8 @@ fn a_write_back_over_the_dirty_limit_goes_behind_and_completes_between_requests(
         let (_ctrl, dev, mut cfg) = crash_store(behind);
         cfg.icache_blocks = 8;
         cfg.dirty_ratio = 0.25;
+        // What goes behind here is the Icache's write-back, not the log written ahead.
+        cfg.log_write_ahead = 1 << 20;
         let mut s = PStore::format(dev.clone(), &cfg).unwrap();
         // Two dirty blocks allowed: the third block's first inode starts a write-back.
         let mut started = None;

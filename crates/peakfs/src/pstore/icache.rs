@@ -58,6 +58,11 @@ pub trait InodeIo {
     ) -> Option<Result<(), Self::Error>> {
         None
     }
+    /// Whether a write-behind that is not the Icache's (the log written ahead) is in flight,
+    /// which a write-back over the limit would wait for; moves it on without waiting.
+    fn busy_behind(&mut self, _sent: &dyn KeyedPages) -> bool {
+        false
+    }
 }
 
 /// The state of an Icache block (Fig. 8(b)).
@@ -409,12 +414,16 @@ impl Icache {
     }
 
     /// Writes back the least recently used dirty blocks, down to half the limit: behind if
-    /// the I/O can, after the batch in flight (if the dirty blocks reached twice the limit
-    /// meanwhile, that one is waited for; below, the next write tries again).
+    /// the I/O can, after the batch in flight, its own or the I/O's (if the dirty blocks
+    /// reached twice the limit meanwhile, that one is waited for; below, the next write tries
+    /// again).
     fn write_back_over_limit<I: InodeIo>(&mut self, io: &mut I) -> Result<(), I::Error> {
-        if !self.writing.is_empty()
-            && !self.poll_write_behind(io, self.dirty >= 2 * self.max_dirty)?
-        {
+        let wait = self.dirty >= 2 * self.max_dirty;
+        if !self.writing.is_empty() && !self.poll_write_behind(io, wait)? {
+            return Ok(());
+        }
+        // Another batch of the I/O in flight is waited for alike.
+        if self.writing.is_empty() && !wait && io.busy_behind(&*self) {
             return Ok(());
         }
         let keep = self.max_dirty / 2;
@@ -602,6 +611,8 @@ mod tests {
         staged: Option<Vec<u64>>,
         land: bool,
         fail: bool,
+        /// Another batch of the I/O (the log written ahead) is in flight.
+        busy: bool,
     }
 
     impl InodeIo for Behind {
@@ -619,8 +630,13 @@ mod tests {
         fn before_write_back(&mut self, sent: &dyn KeyedPages) -> Result<(), ()> {
             self.mem.before_write_back(sent)
         }
+        fn busy_behind(&mut self, _: &dyn KeyedPages) -> bool {
+            self.busy
+        }
         fn start_write_behind(&mut self, blocks: &[u64], _: &dyn KeyedPages) -> Result<bool, ()> {
             assert!(self.staged.is_none(), "one write-behind at a time");
+            // The other batch is waited for first.
+            self.busy = false;
             self.staged = Some(blocks.to_vec());
             Ok(true)
         }
@@ -643,6 +659,39 @@ mod tests {
             }
             Some(Ok(()))
         }
+    }
+
+    #[test]
+    fn a_write_back_over_the_limit_waits_for_another_batch_in_flight_until_twice_the_limit() {
+        let mut io = Behind {
+            mem: zone(100),
+            busy: true,
+            ..Behind::default()
+        };
+        // Two dirty blocks allowed.
+        let mut c = Icache::new(10, 64, 100, 0.2);
+        for blk in [0, 10, 20] {
+            c.write(&mut io, blk, 0, &[0xEE]).unwrap();
+        }
+        assert!(
+            io.staged.is_none(),
+            "over the limit, behind the other batch"
+        );
+        assert_eq!(c.dirty_blocks(), 3);
+        // The other batch landed: the next write over the limit starts one, down to half the
+        // limit.
+        io.busy = false;
+        c.write(&mut io, 30, 0, &[0xEE]).unwrap();
+        assert_eq!(io.staged.take(), Some(vec![0, 10, 20]));
+        io.mem.log_synced = true;
+        // With the other batch in flight again, four dirty blocks (twice the limit) go anyway.
+        let mut c = Icache::new(10, 64, 100, 0.2);
+        io.busy = true;
+        for blk in [0, 10, 20, 30] {
+            c.write(&mut io, blk, 0, &[0xEE]).unwrap();
+        }
+        assert_eq!(io.staged, Some(vec![0, 10, 20]));
+        assert!(!io.busy);
     }
 
     #[test]

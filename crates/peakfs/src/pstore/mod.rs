@@ -152,6 +152,8 @@ pub struct PStoreConfig {
     /// Bytes of a checkpoint encoded and written per [`PStore::pump`] (256 KiB; at least a
     /// page).
     pub checkpoint_step: usize,
+    /// Unwritten log bytes that [`PStore::pump`] writes ahead (1 MiB; at least a page).
+    pub log_write_ahead: usize,
 }
 
 impl PStoreConfig {
@@ -172,6 +174,7 @@ impl PStoreConfig {
             icache_blocks: 256,
             dirty_ratio: 0.05,
             checkpoint_step: CHECKPOINT_STEP,
+            log_write_ahead: LOG_WRITE_AHEAD,
         }
     }
 }
@@ -496,12 +499,16 @@ enum Stop {
 
 /// An Icache write-back in flight on the zone's write-back queue: a flush if data pages went
 /// out since the last one, the log pages, a flush, then the inode blocks (the WAL rule,
-/// without the worker waiting for it).
+/// without the worker waiting for it). Or the log written ahead alone, without inode blocks
+/// ([`PStore::write_log_ahead`]).
 #[derive(Debug, Default)]
 struct Behind {
     batch: WriteBehind,
     /// Whether a write-back was started and its result not yet taken.
     started: bool,
+    /// It writes the log ahead, for [`PStore::pump`] to take its result (the Icache takes
+    /// those of its write-backs).
+    log_ahead: bool,
     /// The log bytes its log pages cover ([`Wal::mark_written`] once they are durable).
     log_upto: Option<usize>,
     /// Its first command waits for the data write-out that holds the pages its log names
@@ -663,9 +670,11 @@ impl InodeIo for MetaIo<'_> {
         if !self.zone.writes_behind() {
             return Ok(false);
         }
-        // The Icache takes each result before it starts another; anything left is waited out.
+        // The Icache takes each result before it starts another; anything left is waited out
+        // (a log written ahead that failed is written again by this batch).
         self.finish_behind(sent);
         self.behind.done = None;
+        self.behind.log_ahead = false;
         // The log names the staged data pages: they go first, as in `sync_log`, on this
         // queue too (the batch's first command, a flush, waits for them). Written here and
         // waited for, a stage of 256 pages held the worker about a millisecond.
@@ -686,6 +695,17 @@ impl InodeIo for MetaIo<'_> {
             self.complete_behind(r);
         }
         Ok(true)
+    }
+
+    fn busy_behind(&mut self, sent: &dyn KeyedPages) -> bool {
+        if !self.behind.log_ahead || self.behind.done.is_some() {
+            return false;
+        }
+        // Its result waits in `done` for the pump to take it.
+        if let Some(r) = self.pump_behind(sent) {
+            self.complete_behind(r);
+        }
+        self.behind.done.is_none()
     }
 
     fn poll_write_behind(
@@ -782,6 +802,8 @@ pub struct PStore {
     ckpt_wanted: Option<u32>,
     /// [`PStoreConfig::checkpoint_step`].
     checkpoint_step: usize,
+    /// [`PStoreConfig::log_write_ahead`].
+    log_write_ahead: usize,
 }
 
 /// A checkpoint taken and not yet all on the device.
@@ -803,7 +825,7 @@ struct CheckpointJob {
     drain_pumps: u32,
 }
 
-/// Unwritten log bytes that [`PStore::pump`] writes (and flushes).
+/// Unwritten log bytes that [`PStore::pump`] writes ahead by default.
 const LOG_WRITE_AHEAD: usize = 1 << 20;
 
 /// Staged data pages that a checkpoint's log commit may write out itself; with more, the
@@ -958,6 +980,7 @@ impl PStore {
             ckpt_job: None,
             ckpt_wanted: None,
             checkpoint_step: cfg.checkpoint_step.max(PAGE),
+            log_write_ahead: cfg.log_write_ahead.max(PAGE),
         })
     }
 
@@ -1095,10 +1118,10 @@ impl PStore {
     /// Each call is a stop of the caller. A failed write drops the checkpoint (the last one
     /// stays current).
     fn write_checkpoint_step(&mut self, all: bool) -> Result<(), PStoreError> {
-        let start = Instant::now();
         let Some(mut job) = self.ckpt_job.take() else {
             return Ok(());
         };
+        let start = Instant::now();
         while !job.enc.is_done() {
             job.enc.encode(&self.tables(), self.checkpoint_step);
             if job.enc.pages_bytes() > job.sb.ckpt_pages * PAGE as u64 {
@@ -1300,13 +1323,42 @@ impl PStore {
         } else {
             self.write_checkpoint_step(false)?;
         }
-        // A log that nothing writes (no fsync, no Icache write-back) was written all at once by
-        // the next checkpoint: tens of megabytes of unlinks held the worker 110-260 ms on the
-        // 2-core box. Written a megabyte at a time, between requests, it never piles up.
-        if self.wal.unwritten_bytes() >= LOG_WRITE_AHEAD {
-            self.commit()?;
+        let log = self.write_log_ahead()?;
+        Ok(data || icache || log || self.ckpt_job.is_some() || self.ckpt_wanted.is_some())
+    }
+
+    /// Writes the log ahead once [`PStoreConfig::log_write_ahead`] bytes of it are
+    /// unwritten, on the write-back queue as an Icache write-back without inode blocks (its
+    /// data pages first), and takes the result of the one in flight. Returns whether one is
+    /// in flight. A zone without a write-back queue commits it at once.
+    ///
+    /// A log that nothing writes (no fsync, no Icache write-back) was written all at once by
+    /// the next checkpoint: tens of megabytes of unlinks held the worker 110-260 ms on the
+    /// 2-core box. Then it was committed a megabyte at a time by the pump, which waited for
+    /// it: in 10,000 creates per process the pumps' stops over 50 us held the 8 workers of
+    /// an H200 host 86-115 ms in all, against 19-34 ms written ahead, and in a bigdir every
+    /// client soon waits for a stopped worker (bench/results/2026-11-27-peakfs-procs).
+    fn write_log_ahead(&mut self) -> Result<bool, PStoreError> {
+        if self.behind.log_ahead {
+            let (cache, mut io) = self.meta_io();
+            let Some(r) = io.poll_write_behind(false, &*cache) else {
+                return Ok(true);
+            };
+            self.behind.log_ahead = false;
+            // Its log pages stay unwritten: the next write of the log writes them again.
+            r?;
         }
-        Ok(data || icache || self.ckpt_job.is_some() || self.ckpt_wanted.is_some())
+        if self.wal.unwritten_bytes() < self.log_write_ahead || self.behind.started {
+            // Too little yet, or an Icache write-back in flight, which writes the log too.
+            return Ok(self.behind.log_ahead);
+        }
+        let (cache, mut io) = self.meta_io();
+        if !io.start_write_behind(&[], &*cache)? {
+            self.commit()?;
+            return Ok(false);
+        }
+        self.behind.log_ahead = true;
+        Ok(true)
     }
 
     /// Makes every operation so far durable (the data written and all metadata).
