@@ -125,8 +125,9 @@ fn crash_store(behind: bool) -> (Arc<SwarmIo>, Arc<NvmeDevice>, PStoreConfig) {
     // The worker's own queue (the other tests use the device's shared queues).
     c.queue = Some(0);
     c.write_back_queue = behind.then_some(1);
-    // Pumps write the log ahead from its first unwritten page on, on the write-back queue
-    // when there is one: cuts come while it is in flight, and write-backs start behind it.
+    // Pumps write the log ahead once a page of it is unwritten, on the write-back queue when
+    // there is one (in the proptest of write-backs in flight, dozens of times a run), so
+    // write-backs and cuts meet it in flight.
     c.log_write_ahead = 4096;
     (ctrl, dev, c)
 }
