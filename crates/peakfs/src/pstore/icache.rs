@@ -59,8 +59,8 @@ pub trait InodeIo {
         None
     }
     /// Whether a write-behind that is not the Icache's (the log written ahead) is in flight,
-    /// which a write-back over the limit would wait for; moves it on without waiting.
-    fn busy_behind(&mut self, _sent: &dyn KeyedPages) -> bool {
+    /// which a write-back over the limit would wait for.
+    fn busy_behind(&self) -> bool {
         false
     }
 }
@@ -423,7 +423,7 @@ impl Icache {
             return Ok(());
         }
         // Another batch of the I/O in flight is waited for alike.
-        if self.writing.is_empty() && !wait && io.busy_behind(&*self) {
+        if self.writing.is_empty() && !wait && io.busy_behind() {
             return Ok(());
         }
         let keep = self.max_dirty / 2;
@@ -630,7 +630,7 @@ mod tests {
         fn before_write_back(&mut self, sent: &dyn KeyedPages) -> Result<(), ()> {
             self.mem.before_write_back(sent)
         }
-        fn busy_behind(&mut self, _: &dyn KeyedPages) -> bool {
+        fn busy_behind(&self) -> bool {
             self.busy
         }
         fn start_write_behind(&mut self, blocks: &[u64], _: &dyn KeyedPages) -> Result<bool, ()> {

@@ -697,15 +697,10 @@ impl InodeIo for MetaIo<'_> {
         Ok(true)
     }
 
-    fn busy_behind(&mut self, sent: &dyn KeyedPages) -> bool {
-        if !self.behind.log_ahead || self.behind.done.is_some() {
-            return false;
-        }
-        // Its result waits in `done` for the pump to take it.
-        if let Some(r) = self.pump_behind(sent) {
-            self.complete_behind(r);
-        }
-        self.behind.done.is_none()
+    fn busy_behind(&self) -> bool {
+        // Not moved on here: that would copy its commands' bytes inside the request's log
+        // work. The next pump does.
+        self.behind.log_ahead && self.behind.done.is_none()
     }
 
     fn poll_write_behind(
