@@ -700,7 +700,7 @@ impl InodeIo for MetaIo<'_> {
     fn busy_behind(&self) -> bool {
         // Not moved on here: that would copy its commands' bytes inside the request's log
         // work. The next pump does.
-        self.behind.log_ahead && self.behind.done.is_none()
+        self.behind.log_ahead && self.behind.in_flight()
     }
 
     fn poll_write_behind(

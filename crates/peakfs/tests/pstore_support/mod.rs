@@ -102,3 +102,19 @@ pub fn check_pages(s: &mut PStore) {
         "allocated pages that no block maps (leak)"
     );
 }
+
+/// How many of the files `name(0..made)` of the root directory `s` holds, asserting that
+/// they are a prefix: none after the first one missing (a log replays up to its first frame
+/// missing from the device).
+pub fn kept_prefix(s: &mut PStore, made: u32, name: impl Fn(u32) -> String) -> u32 {
+    let kept = (0..made)
+        .take_while(|&i| s.lookup(1, name(i).as_bytes()).is_some())
+        .count() as u32;
+    for i in kept..made {
+        assert!(
+            s.lookup(1, name(i).as_bytes()).is_none(),
+            "file {i} after a gap"
+        );
+    }
+    kept
+}
