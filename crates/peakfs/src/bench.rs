@@ -8,7 +8,7 @@
 //! a phase's throughput is the sum of operations over the span from the earliest start to the
 //! latest end. Each phase also reports the requests its operations sent (`rpcs_per_op`: a
 //! small-file create needs two, CREATE and WRITE; the other metadata ops one). Phases that run
-//! one operation at a time through the file system API (`echo-spread`, `mdtest-*`) also time
+//! one operation at a time through the file system API (`echo-spread`, `echo-routed`, `mdtest-*`) also time
 //! each operation in every process, and their record carries the merged `latency_us`: a
 //! bigdir phase that trails `echo-spread` by a shifted median costs more per operation, one
 //! that trails by its tail waits on stalls.
@@ -37,6 +37,11 @@
 //!   server cost of an echo. Diagnostic, not a ceiling: bigdir / `echo-spread` is what a bigdir
 //!   operation costs beyond an echo sent the same way (its server work, and the hop to the
 //!   owning worker), `echo-spread` / `echo-sync` what spreading the load costs;
+//! - `echo-routed`: `echo-spread`'s names, each sent as a ROUTED_ECHO
+//!   ([`crate::protocol::op::ROUTED_ECHO`]): it travels as the bigdir request of that name
+//!   does, hop to the owning worker included, and is answered there without slice work. The
+//!   dispatch ceiling of a bigdir: bigdir / `echo-routed` is what the slice's work costs,
+//!   `echo-routed` / `echo-sync` what spreading and the hop cost together;
 //! - `echo-home`: one in flight, each process to the server that holds its private directory
 //!   (where the `private` phases send every request, received by the same communicating
 //!   thread). Diagnostic, not a ceiling: it loads the servers as the private phases do, so
@@ -82,7 +87,7 @@ const ECHO_BYTES: usize = 64;
 /// XFER requests in flight per process: the depth of the client's write pipeline
 /// ([`ClientOptions::max_unfinished`]'s default).
 pub const XFER_WINDOW: usize = 32;
-/// The parent ino `echo-spread` hashes its names under (any fixed ino spreads them alike).
+/// The parent ino `echo-spread` and `echo-routed` hash their names under (any fixed ino spreads them alike).
 const BIGDIR_STAND_IN: u64 = 1 << 20;
 
 /// Errors of the benchmark.
@@ -165,7 +170,7 @@ pub struct PhaseResult {
     /// `echo-home`: the slot (slice) of the process's private directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub home_slot: Option<u64>,
-    /// Phases that time each operation (`echo-spread`, `mdtest-*`): the latency histogram as
+    /// Phases that time each operation (`echo-spread`, `echo-routed`, `mdtest-*`): the latency histogram as
     /// [`LatencyRecorder::buckets`] (nanoseconds, count).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub latency_ns: Vec<(u64, u64)>,
@@ -186,6 +191,7 @@ pub fn phases() -> Vec<String> {
         "echo-sync".to_string(),
         "echo-pipelined".to_string(),
         "echo-spread".to_string(),
+        "echo-routed".to_string(),
         "echo-home".to_string(),
     ];
     for place in ["private", "bigdir"] {
@@ -293,7 +299,7 @@ impl Worker {
         let r = self.rank;
         let parts: Vec<&str> = name.split('-').collect();
         match parts.as_slice() {
-            ["echo", "spread"] => {
+            ["echo", way @ ("spread" | "routed")] => {
                 let payload = [0x5au8; ECHO_BYTES];
                 // The names of this process's bigdir files, as the mdtest phases make them.
                 let path = Self::file_prefix(&self.cfg, r, "bigdir", "empty", iteration);
@@ -306,7 +312,11 @@ impl Worker {
                     let _ = write!(name, "{i}");
                     let lambda = name_lambda(BIGDIR_STAND_IN, name.as_bytes());
                     let t = Instant::now();
-                    c.echo(layout.route(lambda).server, &payload, 1, 1)?;
+                    if *way == "spread" {
+                        c.echo(layout.route(lambda).server, &payload, 1, 1)?;
+                    } else {
+                        c.routed_echo(lambda, &payload)?;
+                    }
                     self.latency.record(t.elapsed());
                 }
                 Ok((self.cfg.echo_ops, self.cfg.echo_ops * ECHO_BYTES as u64))
@@ -870,7 +880,11 @@ pub fn drive(
         } else {
             b = b.param(
                 "window",
-                if name == "echo-sync" || name == "echo-spread" || name == "echo-home" {
+                if name == "echo-sync"
+                    || name == "echo-spread"
+                    || name == "echo-routed"
+                    || name == "echo-home"
+                {
                     1
                 } else {
                     cfg.echo_window as u64

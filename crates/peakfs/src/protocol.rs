@@ -106,6 +106,12 @@ pub mod op {
     /// is dropped, and the reply is that many zero bytes. Bulk bytes cross the transport one
     /// way, as a WRITE's or a READ's do, with no slice work.
     pub const XFER: Opcode = Opcode(0x0002);
+    /// The benchmark's dispatch ceiling: an ECHO that carries a λ and travels as a metadata
+    /// request with that λ does (to the λ's server, received by the client's communicating
+    /// thread, forwarded to the λ's worker), where it is answered with its whole payload
+    /// without touching the slice. A bigdir operation's round trip against this one is what
+    /// the slice's work on it costs; this one's against ECHO's, what the hop costs.
+    pub const ROUTED_ECHO: Opcode = Opcode(0x0003);
     /// Every PeakFS opcode that carries a λ.
     pub const ALL: [Opcode; 18] = [
         LOOKUP, CREATE, MKINODE, LINK, GETATTR, SETATTR, READDIR, UNLINK, RMINODE, DIRSEAL, RENAME,
@@ -134,6 +140,7 @@ pub mod op {
             STATFS => "statfs",
             ECHO => "echo",
             XFER => "xfer",
+            ROUTED_ECHO => "routed-echo",
             HELLO => "hello",
             _ => "unknown",
         }

@@ -50,6 +50,7 @@ fn every_phase_counts_the_operations_of_all_processes_at_one_request_each() {
             "echo-sync",
             "echo-pipelined",
             "echo-spread",
+            "echo-routed",
             "echo-home",
             "mdtest-create-empty-private",
             "mdtest-stat-empty-private",
@@ -94,7 +95,9 @@ fn every_phase_counts_the_operations_of_all_processes_at_one_request_each() {
             r.workload
         );
         // The phases that run one operation at a time time each one, in every process.
-        let timed = r.workload.starts_with("mdtest") || r.workload == "echo-spread";
+        let timed = r.workload.starts_with("mdtest")
+            || r.workload == "echo-spread"
+            || r.workload == "echo-routed";
         match (&r.latency_us, timed) {
             (Some(l), true) => {
                 assert_eq!(l.samples, r.ops, "{}", r.workload);
@@ -265,7 +268,7 @@ fn worker_processes_exit_by_themselves_when_the_driver_is_done() {
         &["echo-sync".into()],
     )
     .unwrap();
-    assert_eq!(records.len(), 4, "the echo phases");
+    assert_eq!(records.len(), 5, "the echo phases");
     let notes: Vec<String> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap())
@@ -332,6 +335,7 @@ fn bench_with_a_local_cluster_needs_nothing_running_and_leaves_nothing_behind() 
             "echo-sync",
             "echo-pipelined",
             "echo-spread",
+            "echo-routed",
             "echo-home",
             "mdtest-create-empty-private",
             "xfer-write",
@@ -343,7 +347,7 @@ fn bench_with_a_local_cluster_needs_nothing_running_and_leaves_nothing_behind() 
     assert!(records.iter().all(|r| r["parameters"]["servers"] == 2));
     // The transfer ceilings move as many bytes as the IOR phases (1 MiB per process), and
     // each IOR phase is reported against the one of its direction.
-    for r in &records[5..] {
+    for r in &records[6..] {
         assert_eq!(r["bytes"], 2 << 20, "{}", r["workload"]);
     }
     for (name, key) in [
@@ -511,7 +515,7 @@ fn bench_with_a_pinned_local_cluster_runs_and_is_refused_where_no_core_is_left_f
         .lines()
         .filter(|l| l.starts_with('{'))
         .count();
-    assert_eq!(records, 5, "four echo phases and the create phase");
+    assert_eq!(records, 6, "five echo phases and the create phase");
     // One worker per core and nothing left for the clients: refused before anything starts.
     let out = run(&cores.to_string(), &["--local-pin"]);
     assert!(!out.status.success());

@@ -138,6 +138,71 @@ fn forwarded(c: &Cluster) -> u64 {
 }
 
 #[test]
+fn a_routed_echo_goes_where_its_lambda_routes_and_comes_back_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = cluster(dir.path(), "dir,block");
+    let v = view(&c);
+    let layout = Layout::new(v.servers_expected, v.workers, v.block_size).unwrap();
+    let mut addrs = vec![String::new(); v.servers.len()];
+    for s in &v.servers {
+        addrs[s.index as usize] = s.data_addr.clone();
+    }
+    let mut cl = LibClient::with_servers(layout, addrs.clone(), ClientOptions::default()).unwrap();
+    // The client is served on every server by its home slice's worker: a routed echo hops
+    // exactly when its λ names another worker, as a metadata request of that λ would.
+    let mine = layout.route(cl.home()).worker;
+    let mut hops = 0;
+    for server in 0..layout.servers() {
+        for worker in 0..layout.workers() {
+            let lambda = u64::from(layout.slot(server, worker));
+            let before = forwarded(&c);
+            cl.routed_echo(lambda, b"ping").unwrap();
+            let hopped = forwarded(&c) - before;
+            assert_eq!(
+                hopped,
+                u64::from(worker != mine),
+                "server {server}, worker {worker}"
+            );
+            hops += hopped;
+        }
+    }
+    assert_eq!(hops, u64::from(layout.servers() * (layout.workers() - 1)));
+
+    // On the wire: the whole payload comes back, λ included; the λ of another server is
+    // refused as any request's is, and a payload without a λ too.
+    let t = TcpTransport::default();
+    let mut rpc = RpcClient::new(
+        t.connect(&addrs[0], Duration::from_secs(2)).unwrap(),
+        8,
+        Duration::from_secs(5),
+    );
+    for worker in 0..layout.workers() {
+        let lambda = u64::from(layout.slot(0, worker)).to_le_bytes();
+        let reply = rpc
+            .call(op::ROUTED_ECHO, &[&lambda, &[worker as u8; 100]])
+            .unwrap();
+        let mut sent = lambda.to_vec();
+        sent.extend_from_slice(&[worker as u8; 100]);
+        assert_eq!(reply.payload, sent, "worker {worker}");
+    }
+    let remote = |r: Result<fabric::Frame<'_>, TransportError>| match r {
+        Err(TransportError::Remote { code, .. }) => code,
+        other => panic!("expected an error reply, got {other:?}"),
+    };
+    let elsewhere = u64::from(layout.slot(1, 0)).to_le_bytes();
+    assert_eq!(
+        remote(rpc.call(op::ROUTED_ECHO, &[&elsewhere])),
+        Errno::ESTALE.error_code()
+    );
+    assert_eq!(
+        remote(rpc.call(op::ROUTED_ECHO, &[&[1, 2, 3]])),
+        Errno::EINVAL.error_code()
+    );
+    drop(cl);
+    c.stop();
+}
+
+#[test]
 fn a_directory_made_near_its_client_serves_that_client_without_a_hop() {
     let dir = tempfile::tempdir().unwrap();
     let c = cluster(dir.path(), "dir,block");

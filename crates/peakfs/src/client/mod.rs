@@ -1608,6 +1608,20 @@ impl Client {
             .burst(server, op::ECHO, &[payload], count, window)
     }
 
+    /// Sends one ROUTED_ECHO of `payload` with λ `lambda` ([`op::ROUTED_ECHO`]): to the λ's
+    /// server, which forwards it to the λ's worker as it would a request of that λ, and waits
+    /// for it to come back.
+    pub fn routed_echo(&mut self, lambda: u64, payload: &[u8]) -> Result<()> {
+        let server = self.layout.route(lambda).server;
+        self.conns.burst(
+            server,
+            op::ROUTED_ECHO,
+            &[&lambda.to_le_bytes(), payload],
+            1,
+            1,
+        )
+    }
+
     /// Sends `count` XFER requests carrying `data` and asking for `reply_len` bytes back to
     /// server `server` with `window` in flight (the data-transfer ceiling: bulk bytes one way,
     /// no slice work).

@@ -840,7 +840,7 @@ impl Worker {
             send_reply(out, conn, id, opc, Ok(&[]));
             return;
         }
-        if !op::ALL.contains(&opc) {
+        if !op::ALL.contains(&opc) && opc != op::ROUTED_ECHO {
             let msg = format!("unknown opcode {:#06x}", opc.0);
             if let Err(e) = out.send_error(conn, id, ErrorCode::UNKNOWN_OPCODE, &msg) {
                 tracing::debug!(error = %e, "error reply not sent");
@@ -922,6 +922,11 @@ impl Worker {
             .requests
             .fetch_add(1, Ordering::Relaxed);
         self.out.clear();
+        if opc == op::ROUTED_ECHO {
+            // Copied as a reply is built: the hop costs what it costs a request.
+            self.out.extend_from_slice(payload);
+            return (Ok(self.out.as_slice()), None);
+        }
         let req = match Request::decode(opc, payload) {
             Ok((_, req)) => req,
             Err(e) => return (Err(proto_failure(e)), None),
