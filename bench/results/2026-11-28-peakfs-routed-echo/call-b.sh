@@ -5,6 +5,7 @@
 # phase), 40,000 echoes per process and phase, --iterations 3; ROUNDS rounds, ABBA order.
 # Usage: call-b.sh OUT   (from the repository root)
 set -u
+R=$(cd "$(dirname "$0")" && pwd)
 O=${1:?}; G=${G:-gpu-run/routed}; mkdir -p $O; nproc; date -u
 ec() { # build layout round
   local c=${2%x*} w=${2#*x}
@@ -19,17 +20,7 @@ date -u
 cd $O || exit 1
 for b in head watch; do for l in 1x8 4x2; do
   echo "== $b $l"
-  python3 - "$b-$l-8-*.jsonl" <<'PY'
-import json, glob, statistics as st, sys, collections
-v = collections.defaultdict(list)
-for f in sorted(glob.glob(sys.argv[1])):
-    for line in open(f):
-        if line.startswith("{"):
-            r = json.loads(line); x = r["extra"]
-            v[r["workload"]].append(x.get("fraction_of_echo_sync", 1.0))
-            if r["workload"] == "echo-sync": v["echo-sync Kops/s"].append(r["iops"] / 1e3)
-for k in sorted(v): print(f"{k:20s} {st.median(v[k]):.3f} {' '.join(f'{a:.3f}' for a in v[k])}")
-PY
+  python3 $R/echoes.py "$b-$l-8-*.jsonl"
   grep -h "worker stopped" logs-$b-$l-*/s*.log | grep -o 'hop_queued_us="[^"]*" hop_served_us="[^"]*" hop_us="[^"]*"' | sort | head -40 > hops-$b-$l.txt
 done; done
 tar czf runs.tgz *.jsonl *.err logs-* && rm -rf *.jsonl *.err logs-* && ls

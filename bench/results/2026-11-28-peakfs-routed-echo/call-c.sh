@@ -5,6 +5,7 @@
 # ROUNDS rounds, the two alternating (ABBA).
 # Usage: call-c.sh OUT   (from the repository root)
 set -u
+R=$(cd "$(dirname "$0")" && pwd)
 O=${1:?}; G=${G:-gpu-run/routed}; mkdir -p $O; nproc; date -u
 ec() { # poll layout round
   local c=${2%x*} w=${2#*x}
@@ -19,18 +20,7 @@ date -u
 cd $O || exit 1
 for p in 0 50; do for l in 1x8 8x1; do
   echo "== poll $p, $l"
-  python3 - "p$p-$l-8-*.jsonl" <<'PY'
-import json, glob, statistics as st, sys, collections
-v = collections.defaultdict(list)
-for f in sorted(glob.glob(sys.argv[1])):
-    for line in open(f):
-        if line.startswith("{"):
-            r = json.loads(line); x = r["extra"]
-            v[r["workload"]].append(x.get("fraction_of_echo_sync", 1.0))
-            if r["workload"] == "echo-sync": v["echo-sync Kops/s"].append(r["iops"] / 1e3)
-            if r.get("latency_us"): v[r["workload"] + " p50 us"].append(r["latency_us"]["p50"])
-for k in sorted(v): print(f"{k:26s} {st.median(v[k]):.3f} {' '.join(f'{a:.3f}' for a in v[k])}")
-PY
+  python3 $R/echoes.py "p$p-$l-8-*.jsonl"
   grep -h "worker stopped" logs-p$p-$l-*/s*.log | grep -o 'hop_queued_us="[^"]*" hop_served_us="[^"]*" hop_us="[^"]*"' | sort > hops-p$p-$l.txt
 done; done
 tar czf runs.tgz *.jsonl *.err logs-* && rm -rf *.jsonl *.err logs-* && ls

@@ -132,6 +132,24 @@ fn bigdir_files_spread_over_both_servers_and_their_data_reads_back() {
     c.stop();
 }
 
+/// The cluster's λ routing and its servers' data addresses by index, as a client is given them.
+fn layout_and_addrs(v: &peakfs::master::proto::ClusterView) -> (Layout, Vec<String>) {
+    let layout = Layout::new(v.servers_expected, v.workers, v.block_size).unwrap();
+    let mut addrs = vec![String::new(); v.servers.len()];
+    for s in &v.servers {
+        addrs[s.index as usize] = s.data_addr.clone();
+    }
+    (layout, addrs)
+}
+
+/// The code of the error reply `r` must be.
+fn remote(r: Result<fabric::Frame<'_>, TransportError>) -> ErrorCode {
+    match r {
+        Err(TransportError::Remote { code, .. }) => code,
+        other => panic!("expected an error reply, got {other:?}"),
+    }
+}
+
 /// Requests the cluster's workers forwarded to another worker so far.
 fn forwarded(c: &Cluster) -> u64 {
     c.servers.iter().map(|s| s.usage().forwarded).sum()
@@ -142,11 +160,7 @@ fn a_routed_echo_goes_where_its_lambda_routes_and_comes_back_whole() {
     let dir = tempfile::tempdir().unwrap();
     let c = cluster(dir.path(), "dir,block");
     let v = view(&c);
-    let layout = Layout::new(v.servers_expected, v.workers, v.block_size).unwrap();
-    let mut addrs = vec![String::new(); v.servers.len()];
-    for s in &v.servers {
-        addrs[s.index as usize] = s.data_addr.clone();
-    }
+    let (layout, addrs) = layout_and_addrs(&v);
     let mut cl = LibClient::with_servers(layout, addrs.clone(), ClientOptions::default()).unwrap();
     // The client is served on every server by its home slice's worker: a routed echo hops
     // exactly when its λ names another worker, as a metadata request of that λ would.
@@ -185,10 +199,6 @@ fn a_routed_echo_goes_where_its_lambda_routes_and_comes_back_whole() {
         sent.extend_from_slice(&[worker as u8; 100]);
         assert_eq!(reply.payload, sent, "worker {worker}");
     }
-    let remote = |r: Result<fabric::Frame<'_>, TransportError>| match r {
-        Err(TransportError::Remote { code, .. }) => code,
-        other => panic!("expected an error reply, got {other:?}"),
-    };
     let elsewhere = u64::from(layout.slot(1, 0)).to_le_bytes();
     assert_eq!(
         remote(rpc.call(op::ROUTED_ECHO, &[&elsewhere])),
@@ -207,11 +217,7 @@ fn a_directory_made_near_its_client_serves_that_client_without_a_hop() {
     let dir = tempfile::tempdir().unwrap();
     let c = cluster(dir.path(), "dir,block");
     let v = view(&c);
-    let layout = Layout::new(v.servers_expected, v.workers, v.block_size).unwrap();
-    let mut addrs = vec![String::new(); v.servers.len()];
-    for s in &v.servers {
-        addrs[s.index as usize] = s.data_addr.clone();
-    }
+    let (layout, addrs) = layout_and_addrs(&v);
     let who = Caller { uid: 0, gid: 0 };
     let mut near =
         LibClient::with_servers(layout, addrs.clone(), ClientOptions::default()).unwrap();
@@ -508,10 +514,6 @@ fn bad_frames_and_requests_get_errors_while_other_clients_keep_being_served() {
         8,
         Duration::from_secs(5),
     );
-    let remote = |r: Result<fabric::Frame<'_>, TransportError>| match r {
-        Err(TransportError::Remote { code, .. }) => code,
-        other => panic!("expected an error reply, got {other:?}"),
-    };
     assert_eq!(
         remote(rpc.call(Opcode(0x0777), &[&[0; 8]])),
         ErrorCode::UNKNOWN_OPCODE
