@@ -8,8 +8,8 @@
 //! a phase's throughput is the sum of operations over the span from the earliest start to the
 //! latest end. Each phase also reports the requests its operations sent (`rpcs_per_op`: a
 //! small-file create needs two, CREATE and WRITE; the other metadata ops one). Phases that run
-//! one operation at a time through the file system API (`echo-spread`, `echo-routed`, `mdtest-*`) also time
-//! each operation in every process, and their record carries the merged `latency_us`: a
+//! one operation at a time (`echo-spread`, `echo-routed`, `mdtest-*`) also time each operation
+//! in every process, and their record carries the merged `latency_us`: a
 //! bigdir phase that trails `echo-spread` by a shifted median costs more per operation, one
 //! that trails by its tail waits on stalls.
 //!
@@ -87,7 +87,8 @@ const ECHO_BYTES: usize = 64;
 /// XFER requests in flight per process: the depth of the client's write pipeline
 /// ([`ClientOptions::max_unfinished`]'s default).
 pub const XFER_WINDOW: usize = 32;
-/// The parent ino `echo-spread` and `echo-routed` hash their names under (any fixed ino spreads them alike).
+/// The parent ino `echo-spread` and `echo-routed` hash their names under (any fixed ino
+/// spreads them alike).
 const BIGDIR_STAND_IN: u64 = 1 << 20;
 
 /// Errors of the benchmark.
@@ -170,8 +171,8 @@ pub struct PhaseResult {
     /// `echo-home`: the slot (slice) of the process's private directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub home_slot: Option<u64>,
-    /// Phases that time each operation (`echo-spread`, `echo-routed`, `mdtest-*`): the latency histogram as
-    /// [`LatencyRecorder::buckets`] (nanoseconds, count).
+    /// Phases that time each operation (`echo-spread`, `echo-routed`, `mdtest-*`): the latency
+    /// histogram as [`LatencyRecorder::buckets`] (nanoseconds, count).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub latency_ns: Vec<(u64, u64)>,
     /// An error instead of a result.

@@ -112,7 +112,7 @@ pub mod op {
     /// without touching the slice. A bigdir operation's round trip against this one is what
     /// the slice's work on it costs; this one's against ECHO's, what the hop costs.
     pub const ROUTED_ECHO: Opcode = Opcode(0x0003);
-    /// Every PeakFS opcode that carries a λ.
+    /// Every file system opcode; each carries a λ (as ROUTED_ECHO does, which is none).
     pub const ALL: [Opcode; 18] = [
         LOOKUP, CREATE, MKINODE, LINK, GETATTR, SETATTR, READDIR, UNLINK, RMINODE, DIRSEAL, RENAME,
         OPEN, CLOSE, WRITE, READ, FSYNC, TRUNCATE, STATFS,
