@@ -458,6 +458,52 @@ fn the_log_is_written_ahead_without_a_pump_waiting_and_a_power_cut_keeps_what_it
     check_pages(&mut s);
 }
 
+#[test]
+fn a_checkpoints_pieces_go_out_on_their_queue_without_a_pump_waiting_for_them() {
+    // Writes take 50 ms on this device: a pump that waited for its piece would stop that long.
+    let (ssd, dev) = swarm_slow_writes(32 << 20, 4096, 3, 50_000.0);
+    let mut cfg = write_out_config();
+    cfg.checkpoint_queue = Some(2);
+    // A log of 64 KiB (a checkpoint every few hundred creates) and pieces of a page.
+    cfg.wal_pages = 16;
+    cfg.checkpoint_step = 4096;
+    let mut s = PStore::format(dev.clone(), &cfg).unwrap();
+    s.defer_settle(true).unwrap();
+    let before = s.stats().checkpoints;
+    let name = |i: u32| format!("empty.{i}");
+    let files = 400;
+    // The most pieces on their way after a pump, and how many pumps left any.
+    let (mut most, mut pumps_with_pieces) = (0, 0);
+    let mut count = |s: &PStore| {
+        let n = s.stats().checkpoint_pieces_in_flight;
+        most = most.max(n);
+        pumps_with_pieces += usize::from(n > 0);
+    };
+    for i in 0..files {
+        s.create(1, name(i).as_bytes(), REG, 0, 0, Hint::default())
+            .unwrap();
+        s.pump().unwrap();
+        count(&s);
+    }
+    while s.stats().checkpoint_writing {
+        s.pump().unwrap();
+        count(&s);
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let stats = s.stats();
+    assert!(pumps_with_pieces > 0, "no pump left a piece on its way");
+    assert_eq!(most, 2, "pieces on their way at once");
+    assert!(stats.checkpoints > before, "no checkpoint was made current");
+    let piece = stats.checkpoint_stops.piece;
+    assert!(piece.as_millis() < 25, "a piece held its pump {piece:?}");
+    s.fsync().unwrap();
+    ssd.power_cut().unwrap();
+    drop(s);
+    let mut s = PStore::open(dev, &cfg).unwrap();
+    assert_eq!(kept_prefix(&mut s, files, name), files);
+    check_pages(&mut s);
+}
+
 /// The 3,901 bytes of small file `i`.
 fn small_content(i: u16) -> Vec<u8> {
     (0..3901u32).map(|k| (k as u16 ^ !i) as u8).collect()

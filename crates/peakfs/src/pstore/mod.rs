@@ -134,6 +134,10 @@ pub struct PStoreConfig {
     /// A second host queue this worker owns, for Icache write-backs it does not wait for
     /// (`None`: write-backs are synchronous).
     pub write_back_queue: Option<usize>,
+    /// A third host queue this worker owns, for the pieces of a checkpoint written between
+    /// requests ([`PStore::pump`]), which then go on while the worker serves (`None`: each
+    /// piece is written before the pump returns).
+    pub checkpoint_queue: Option<usize>,
     /// Inode slots (rounded up to whole Icache blocks). Format only.
     pub inode_slots: u64,
     /// Dentries the checkpoint area is sized for. Format only.
@@ -166,6 +170,7 @@ impl PStoreConfig {
             lbas,
             queue: None,
             write_back_queue: None,
+            checkpoint_queue: None,
             inode_slots: (approx_pages / 16).max(INODES_PER_BLOCK),
             max_dentries: (approx_pages / 16).max(INODES_PER_BLOCK),
             wal_pages: 256,
@@ -445,6 +450,9 @@ pub struct PStoreStats {
     pub checkpoint_stops: CheckpointStops,
     /// A checkpoint is taken and being written between requests ([`PStore::pump`]).
     pub checkpoint_writing: bool,
+    /// Pieces of that checkpoint on their way to the device on the checkpoint queue
+    /// ([`PStoreConfig::checkpoint_queue`]) while the caller goes on serving.
+    pub checkpoint_pieces_in_flight: usize,
     /// Inodes without links kept until freed (open unlinked files).
     pub orphans: u64,
     /// Entries the inode table holds without growing (sized for every inode slot when the
@@ -791,8 +799,13 @@ pub struct PStore {
     checkpoint_stops: CheckpointStops,
     /// The last checkpoint's encoding buffer (a piece of about a megabyte), kept for the next.
     ckpt_buf: Vec<u8>,
+    /// The last checkpoint's pieces ([`CheckpointJob::pieces`]), kept for the next.
+    ckpt_pieces: Vec<Piece>,
     /// The checkpoint being written between requests, if any.
     ckpt_job: Option<CheckpointJob>,
+    /// The zone with [`PStoreConfig::checkpoint_queue`] as its write-back queue, on which the
+    /// pumps write a checkpoint's pieces without waiting.
+    ckpt_zone: Option<Zone>,
     /// A checkpoint is due and waits for a pump to take it: the pumps it has waited so far.
     ckpt_wanted: Option<u32>,
     /// [`PStoreConfig::checkpoint_step`].
@@ -806,8 +819,8 @@ pub struct PStore {
 struct CheckpointJob {
     /// The tables, encoded a piece at a time as they are then ([`checkpoint`]).
     enc: Encoder,
-    /// Bytes of it written to the inactive checkpoint area.
-    written: u64,
+    /// Bytes of it written to the inactive checkpoint area, or on their way there.
+    sent: u64,
     /// The superblock that makes it current (its length and CRC filled in at the end).
     sb: Superblock,
     /// The Icache write-behind of the inode blocks dirty when it was taken.
@@ -818,6 +831,100 @@ struct CheckpointJob {
     /// Pumps since it was all written that waited for data to be written behind before it
     /// is made current ([`PStore::go_ahead`]).
     drain_pumps: u32,
+    /// Its pieces on their way on the checkpoint queue, [`PIECES_IN_FLIGHT`] at most (idle
+    /// ones kept for their buffers).
+    pieces: Vec<Piece>,
+}
+
+/// Pieces of a checkpoint that may be on their way to the device at once: the pumps go on
+/// encoding while the last ones are written, so that a checkpoint takes about a pump per
+/// piece. With one at a time a piece took dozens of pumps to land, and the log that its
+/// last stop commits and moves grew with them (its longest stop on an H200 host rose from
+/// 3.7 to 5.6-6.2 ms at a million inodes).
+const PIECES_IN_FLIGHT: usize = 2;
+
+/// A piece of a checkpoint on its way to the checkpoint area: its bytes, and their writes.
+#[derive(Debug)]
+struct Piece {
+    bytes: Vec<u8>,
+    batch: WriteBehind,
+}
+
+impl CheckpointJob {
+    /// Whether a piece is on its way.
+    fn on_its_way(&self) -> bool {
+        self.pieces.iter().any(|p| p.batch.is_busy())
+    }
+
+    /// A piece free to take the next pages, if the pieces on their way leave room for one.
+    fn free_piece(&mut self) -> Option<usize> {
+        if let Some(k) = self.pieces.iter().position(|p| !p.batch.is_busy()) {
+            return Some(k);
+        }
+        (self.pieces.len() < PIECES_IN_FLIGHT).then(|| {
+            // Each keeps to a quarter of the queue's depth: two never fill it.
+            self.pieces.push(Piece {
+                bytes: Vec::new(),
+                batch: WriteBehind::small(),
+            });
+            self.pieces.len() - 1
+        })
+    }
+
+    /// Takes the pages encoded so far into piece `k` and sends them to their place in the
+    /// checkpoint area on `zone`'s write-back queue, without waiting.
+    fn send_piece(&mut self, zone: &Zone, k: usize) -> Result<(), ZoneError> {
+        let first = self.sb.ckpt_start[usize::from(self.sb.active)] + self.sent / PAGE as u64;
+        let p = &mut self.pieces[k];
+        let n = self.enc.take_pages_into(&mut p.bytes);
+        if n == 0 {
+            return Ok(());
+        }
+        zone.stage_shared(&mut p.batch, first, 0..n, n)?;
+        self.sent += n as u64;
+        let late = LateBytes {
+            shared: &p.bytes,
+            pages: &(),
+        };
+        match zone.pump(&mut p.batch, &late) {
+            Some(Err(e)) => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// Takes the completions of the pieces on their way (`wait`: until all landed). After a
+    /// failed one the others are abandoned, and the error returned.
+    fn land_pieces(&mut self, zone: &Zone, wait: bool) -> Result<(), ZoneError> {
+        let mut failed = None;
+        for p in self.pieces.iter_mut().filter(|p| p.batch.is_busy()) {
+            let late = LateBytes {
+                shared: &p.bytes,
+                pages: &(),
+            };
+            let landed = if wait {
+                Some(zone.finish(&mut p.batch, &late))
+            } else {
+                zone.pump(&mut p.batch, &late)
+            };
+            if let Some(Err(e)) = landed {
+                failed.get_or_insert(e);
+            }
+        }
+        match failed {
+            None => Ok(()),
+            Some(e) => {
+                self.abandon_pieces(zone);
+                Err(e)
+            }
+        }
+    }
+
+    /// Sends nothing more of the pieces on their way and waits for what the device has.
+    fn abandon_pieces(&mut self, zone: &Zone) {
+        for p in self.pieces.iter_mut().filter(|p| p.batch.is_busy()) {
+            let _ = zone.abandon(&mut p.batch);
+        }
+    }
 }
 
 /// Unwritten log bytes that [`PStore::pump`] writes ahead by default.
@@ -845,6 +952,9 @@ impl Drop for PStore {
     fn drop(&mut self) {
         if self.behind.in_flight() {
             let _ = self.zone.abandon(&mut self.behind.batch);
+        }
+        if let (Some(job), Some(zone)) = (&mut self.ckpt_job, &self.ckpt_zone) {
+            job.abandon_pieces(zone);
         }
         self.data.abandon_writing(&self.zone);
     }
@@ -937,6 +1047,10 @@ impl PStore {
         inos: InodeIndex,
         bitmaps: Option<(Bitmap, Bitmap, BlockTable)>,
     ) -> Result<Self, PStoreError> {
+        let ckpt_zone = match cfg.checkpoint_queue {
+            Some(q) => Some(zone.clone().with_write_back_queue(q)?),
+            None => None,
+        };
         let (islots, pages, blocks) = bitmaps.unwrap_or_else(|| {
             (
                 Bitmap::new(sb.inode_slots),
@@ -972,7 +1086,9 @@ impl PStore {
             checkpoints: 0,
             checkpoint_stops: CheckpointStops::default(),
             ckpt_buf: Vec::new(),
+            ckpt_pieces: Vec::new(),
             ckpt_job: None,
+            ckpt_zone,
             ckpt_wanted: None,
             checkpoint_step: cfg.checkpoint_step.max(PAGE),
             log_write_ahead: cfg.log_write_ahead.max(PAGE),
@@ -1096,11 +1212,12 @@ impl PStore {
         let enc = Encoder::new(&self.tables(), buf);
         self.ckpt_job = Some(CheckpointJob {
             enc,
-            written: 0,
+            sent: 0,
             sb,
             inode_mark,
             retaken: false,
             drain_pumps: 0,
+            pieces: std::mem::take(&mut self.ckpt_pieces),
         });
         self.checkpoint_stops.record(Stop::Take, start.elapsed());
         Ok(())
@@ -1110,44 +1227,69 @@ impl PStore {
     /// rest of it); once all of it is written, it is made current
     /// ([`Self::make_checkpoint_current`]): at once with `all`, else by the first pump that
     /// finds the data its log commit would write out written behind ([`Self::drained`]).
-    /// Each call is a stop of the caller. A failed write drops the checkpoint (the last one
-    /// stays current).
+    /// Each call is a stop of the caller. With a checkpoint queue a pump's piece goes on
+    /// while the worker serves, and the pumps after it take its completions: a piece waited
+    /// for held a worker about 0.5 ms on the 2-core box, four fifths of it the device's
+    /// write. A failed write drops the checkpoint (the last one stays current).
     fn write_checkpoint_step(&mut self, all: bool) -> Result<(), PStoreError> {
         let Some(mut job) = self.ckpt_job.take() else {
             return Ok(());
         };
         let start = Instant::now();
+        if let Some(zone) = &self.ckpt_zone
+            && let Err(e) = job.land_pieces(zone, all)
+        {
+            return Err(self.drop_checkpoint(job, e.into()));
+        }
         while !job.enc.is_done() {
+            let free = match &self.ckpt_zone {
+                Some(_) if !all => match job.free_piece() {
+                    Some(k) => Some(k),
+                    // Every piece is on its way: the next pump encodes on.
+                    None => break,
+                },
+                _ => None,
+            };
             job.enc.encode(&self.tables(), self.checkpoint_step);
             if job.enc.pages_bytes() > job.sb.ckpt_pages * PAGE as u64 {
-                self.ckpt_buf = job.enc.into_buf();
                 if job.retaken {
-                    return Err(PStoreError::NoSpace("checkpoint area"));
+                    return Err(self.drop_checkpoint(job, PStoreError::NoSpace("checkpoint area")));
                 }
                 tracing::debug!(
                     "a checkpoint written between requests outgrew its area: taken whole"
                 );
+                let _ = self.drop_checkpoint(job, PStoreError::NoSpace("checkpoint area"));
                 self.start_checkpoint()?;
                 if let Some(j) = self.ckpt_job.as_mut() {
                     j.retaken = true;
                 }
                 return self.write_checkpoint_step(true);
             }
-            let first = job.sb.ckpt_start[usize::from(job.sb.active)] + job.written / PAGE as u64;
-            let zone = &self.zone;
-            let mut n = 0;
-            let wrote = job.enc.take_pages(|b| {
-                n = b.len() as u64;
-                zone.write(first, b)
-            });
-            if let Err(e) = wrote {
-                self.ckpt_buf = job.enc.into_buf();
-                return Err(e.into());
+            let sent = match (&self.ckpt_zone, free) {
+                (Some(zone), Some(k)) => job.send_piece(zone, k),
+                _ => {
+                    let first =
+                        job.sb.ckpt_start[usize::from(job.sb.active)] + job.sent / PAGE as u64;
+                    let zone = &self.zone;
+                    let mut n = 0;
+                    let wrote = job.enc.take_pages(|b| {
+                        n = b.len() as u64;
+                        zone.write(first, b)
+                    });
+                    wrote.map(|()| job.sent += n)
+                }
+            };
+            if let Err(e) = sent {
+                return Err(self.drop_checkpoint(job, e.into()));
             }
-            job.written += n;
             if !all {
                 break;
             }
+        }
+        if job.on_its_way() {
+            self.ckpt_job = Some(job);
+            self.checkpoint_stops.record(Stop::Piece, start.elapsed());
+            return Ok(());
         }
         let done = job.enc.is_done();
         if done {
@@ -1213,6 +1355,22 @@ impl PStore {
         self.write_checkpoint_step(true)
     }
 
+    /// Drops a checkpoint that failed with `e` (its pieces on their way abandoned, its
+    /// buffers kept for the next one); returns `e`.
+    fn drop_checkpoint(&mut self, mut job: CheckpointJob, e: PStoreError) -> PStoreError {
+        if let Some(zone) = &self.ckpt_zone {
+            job.abandon_pieces(zone);
+        }
+        self.keep_buffers(job);
+        e
+    }
+
+    /// Keeps a finished or dropped checkpoint's buffers for the next one.
+    fn keep_buffers(&mut self, job: CheckpointJob) {
+        self.ckpt_buf = job.enc.into_buf();
+        self.ckpt_pieces = job.pieces;
+    }
+
     /// Makes the checkpoint written to the device current, then moves the frames logged since
     /// it was taken to the start of the log.
     ///
@@ -1237,7 +1395,7 @@ impl PStore {
             })
             .and_then(|()| self.commit());
         if let Err(e) = ready {
-            self.ckpt_buf = job.enc.into_buf();
+            self.keep_buffers(job);
             return Err(e);
         }
         let since = self.wal.len() - job.sb.wal_offset;
@@ -1248,9 +1406,10 @@ impl PStore {
             .zone
             .write(job.sb.generation % 2, &job.sb.encode())
             .and_then(|()| self.zone.flush());
-        self.ckpt_buf = job.enc.into_buf();
+        let sb = job.sb;
+        self.keep_buffers(job);
         made_current?;
-        self.sb = job.sb;
+        self.sb = sb;
         self.checkpoints += 1;
         let page = PAGE as u64;
         if since == 0 {
@@ -2272,6 +2431,10 @@ impl PStore {
             checkpoints: self.checkpoints,
             checkpoint_stops: self.checkpoint_stops,
             checkpoint_writing: self.ckpt_job.is_some(),
+            checkpoint_pieces_in_flight: self
+                .ckpt_job
+                .as_ref()
+                .map_or(0, |j| j.pieces.iter().filter(|p| p.batch.is_busy()).count()),
             icache: self.icache.stats(),
         }
     }
