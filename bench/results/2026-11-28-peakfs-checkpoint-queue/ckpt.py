@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 # One bench run of call-a.sh: each mdtest phase's fraction of echo-sync and latency tail, and
 # the workers' stop lines summed: checkpoint stops (ms, longest piece), settle and pump
-# stalls (rounds of log work over 50 us).
-# Usage: ckpt.py RUN.jsonl RUN-logs  (or: ckpt.py --summary DIR, over an unpacked runs.tgz)
+# stalls (rounds of log work over 50 us), and preemptions (involuntary context switches).
+# Usage: ckpt.py RUN.jsonl RUN-logs  (or: ckpt.py --summary DIR, over an unpacked runs.tgz,
+# runs named KIND<round>-BUILD.jsonl)
 import glob, json, os, re, statistics as st, sys, collections
 
 def phases(path):
@@ -23,6 +24,7 @@ def workers(logs):
             m = re.search(r'checkpoint_ms="?([0-9.]+)', line); s["ckpt_ms"] += float(m.group(1)) if m else 0
             m = re.search(r'checkpoint_piece_max_us=([0-9]+)', line); piece = max(piece, float(m.group(1)) if m else 0)
             m = re.search(r'checkpoints=([0-9]+)', line); s["ckpts"] += int(m.group(1)) if m else 0
+            m = re.search(r' involuntary_switches=([0-9]+)', line); s["preempted"] += int(m.group(1)) if m else 0
             for k in ("settle", "pump"):
                 m = re.search(k + r'_max_us_ms_stalls_ms="?[0-9.]+/[0-9.]+/([0-9]+)/([0-9.]+)', line)
                 if m:
@@ -31,8 +33,9 @@ def workers(logs):
 
 if sys.argv[1] == "--summary":
     d = sys.argv[2]; rows = collections.defaultdict(lambda: collections.defaultdict(list))
-    for f in sorted(glob.glob(f"{d}/forty*.jsonl")):
-        build = os.path.basename(f)[:-6].split("-", 1)[1]
+    for f in sorted(glob.glob(f"{d}/*.jsonl")):
+        name, build = os.path.basename(f)[:-6].split("-", 1)
+        build = name.rstrip("0123456789") + " " + build
         for w, (fr, iops, lat) in phases(f).items():
             rows[build][w + " fraction"].append(fr)
             if lat: rows[build][w + " p99.9 us"].append(lat.get("p999", 0))
@@ -42,7 +45,7 @@ if sys.argv[1] == "--summary":
     for build in sorted(rows):
         for k in sorted(rows[build]):
             v = rows[build][k]
-            print(f"{build:6s} {k:40s} median {st.median(v):10.3f}  [{min(v):.3f} .. {max(v):.3f}]  n={len(v)}")
+            print(f"{build:12s} {k:40s} median {st.median(v):10.3f}  [{min(v):.3f} .. {max(v):.3f}]  n={len(v)}")
     sys.exit(0)
 
 for w, (fr, iops, lat) in phases(sys.argv[1]).items():
