@@ -492,7 +492,11 @@ fn a_checkpoints_pieces_go_out_on_their_queue_without_a_pump_waiting_for_them() 
     }
     let stats = s.stats();
     assert!(pumps_with_pieces > 0, "no pump left a piece on its way");
-    assert_eq!(most, 2, "pieces on their way at once");
+    // Several at once, and never more than the store's limit of eight.
+    assert!(
+        (2..=8).contains(&most),
+        "{most} pieces on their way at once"
+    );
     assert!(stats.checkpoints > before, "no checkpoint was made current");
     let piece = stats.checkpoint_stops.piece;
     assert!(piece.as_millis() < 25, "a piece held its pump {piece:?}");

@@ -840,8 +840,8 @@ struct CheckpointJob {
 /// encoding while the last ones are written, so that a checkpoint takes about a pump per
 /// piece. With one at a time a piece took dozens of pumps to land, and the log that its
 /// last stop commits and moves grew with them (its longest stop on an H200 host rose from
-/// 3.7 to 5.6-6.2 ms at a million inodes).
-const PIECES_IN_FLIGHT: usize = 2;
+/// 3.7 to 5.6-6.2 ms at a million inodes). Eight of [`CHECKPOINT_STEP`] hold 256 KiB.
+const PIECES_IN_FLIGHT: usize = 8;
 
 /// A piece of a checkpoint on its way to the checkpoint area: its bytes, and their writes.
 #[derive(Debug)]
@@ -940,10 +940,34 @@ const COMMIT_STAGED_PAGES: usize = 16;
 /// would write out to be written behind; then it goes ahead and writes what is left itself.
 const DRAIN_PUMPS: u32 = 64;
 
-/// Bytes of a checkpoint encoded and written per [`PStore::pump`] by default: a piece held an
-/// H200 host's worker up to 2.4 ms at a million inodes, against 4-6 ms for pieces of 1 MiB
-/// (bench/results/2026-11-27-peakfs-fuzzy-checkpoint).
-const CHECKPOINT_STEP: usize = 256 << 10;
+/// Bytes of a checkpoint encoded and written per [`PStore::pump`] by default. Written on the
+/// checkpoint queue without the pump waiting, pieces of 32 KiB held an H200 host's workers
+/// up to 0.22-0.43 ms in mdtest runs of 40,000 files per process (8 x 1), against 1.5-1.9 ms
+/// for 256 KiB, and the bigdir create's p99.9 fell from 297-379 to 183-205 us
+/// (bench/results/2026-11-28-peakfs-checkpoint-step).
+const CHECKPOINT_STEP: usize = 32 << 10;
+
+/// Log bytes written since a checkpoint was taken beyond which its pumps encode
+/// [`CATCH_UP_PIECES`] pieces at a time. The last stop commits that log and moves it to the
+/// log's start. With 32 KiB pieces and one pump per request (small-file writes, 300,000
+/// files, the 2-core box), 2.3 MB of it held the worker 35 ms, against 8 ms with 256 KiB
+/// pieces. In mdtest runs a worker pumps several times per request, and its checkpoints
+/// stay below this.
+const CATCH_UP_LOG: u64 = 64 << 10;
+
+/// Pieces' worth a pump encodes at a time once the log outruns the checkpoint
+/// ([`CATCH_UP_LOG`]).
+const CATCH_UP_PIECES: usize = 8;
+
+/// Bytes a pump encodes of a checkpoint in pieces of `step`, with `logged` bytes of log
+/// written since it was taken.
+fn piece_bytes(step: usize, logged: u64) -> usize {
+    if logged > CATCH_UP_LOG {
+        CATCH_UP_PIECES * step
+    } else {
+        step
+    }
+}
 
 impl Drop for PStore {
     /// A store dropped with an Icache write-back or a data write-out in flight (a crash
@@ -1250,7 +1274,8 @@ impl PStore {
                 },
                 _ => None,
             };
-            job.enc.encode(&self.tables(), self.checkpoint_step);
+            let want = piece_bytes(self.checkpoint_step, self.wal.len() - job.sb.wal_offset);
+            job.enc.encode(&self.tables(), want);
             if job.enc.pages_bytes() > job.sb.ckpt_pages * PAGE as u64 {
                 if job.retaken {
                     return Err(self.drop_checkpoint(job, PStoreError::NoSpace("checkpoint area")));
@@ -2463,5 +2488,18 @@ impl PStore {
         }
         v.sort_unstable_by_key(|e| (e.0, e.1));
         Ok(v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_checkpoint_that_the_log_outruns_is_encoded_eight_pieces_a_pump() {
+        assert_eq!(piece_bytes(CHECKPOINT_STEP, 0), 32 << 10);
+        assert_eq!(piece_bytes(CHECKPOINT_STEP, CATCH_UP_LOG), 32 << 10);
+        assert_eq!(piece_bytes(CHECKPOINT_STEP, CATCH_UP_LOG + 1), 256 << 10);
+        assert_eq!(piece_bytes(4096, 1 << 20), 32 << 10);
     }
 }
