@@ -862,10 +862,10 @@ impl CheckpointJob {
             return Some(k);
         }
         (self.pieces.len() < PIECES_IN_FLIGHT).then(|| {
-            // Each keeps to a quarter of the queue's depth: two never fill it.
+            // Together they keep to half the queue's depth, whatever the size of a piece.
             self.pieces.push(Piece {
                 bytes: Vec::new(),
-                batch: WriteBehind::small(),
+                batch: WriteBehind::with_depth_divisor(2 * PIECES_IN_FLIGHT),
             });
             self.pieces.len() - 1
         })
@@ -1263,7 +1263,8 @@ impl PStore {
         if let Some(zone) = &self.ckpt_zone
             && let Err(e) = job.land_pieces(zone, all)
         {
-            return Err(self.drop_checkpoint(job, e.into()));
+            self.drop_checkpoint(job);
+            return Err(e.into());
         }
         while !job.enc.is_done() {
             let free = match &self.ckpt_zone {
@@ -1277,13 +1278,14 @@ impl PStore {
             let want = piece_bytes(self.checkpoint_step, self.wal.len() - job.sb.wal_offset);
             job.enc.encode(&self.tables(), want);
             if job.enc.pages_bytes() > job.sb.ckpt_pages * PAGE as u64 {
-                if job.retaken {
-                    return Err(self.drop_checkpoint(job, PStoreError::NoSpace("checkpoint area")));
+                let retaken = job.retaken;
+                self.drop_checkpoint(job);
+                if retaken {
+                    return Err(PStoreError::NoSpace("checkpoint area"));
                 }
                 tracing::debug!(
                     "a checkpoint written between requests outgrew its area: taken whole"
                 );
-                let _ = self.drop_checkpoint(job, PStoreError::NoSpace("checkpoint area"));
                 self.start_checkpoint()?;
                 if let Some(j) = self.ckpt_job.as_mut() {
                     j.retaken = true;
@@ -1305,7 +1307,8 @@ impl PStore {
                 }
             };
             if let Err(e) = sent {
-                return Err(self.drop_checkpoint(job, e.into()));
+                self.drop_checkpoint(job);
+                return Err(e.into());
             }
             if !all {
                 break;
@@ -1380,14 +1383,13 @@ impl PStore {
         self.write_checkpoint_step(true)
     }
 
-    /// Drops a checkpoint that failed with `e` (its pieces on their way abandoned, its
-    /// buffers kept for the next one); returns `e`.
-    fn drop_checkpoint(&mut self, mut job: CheckpointJob, e: PStoreError) -> PStoreError {
+    /// Drops a checkpoint that failed or is taken again: its pieces on their way are
+    /// abandoned, its buffers kept for the next one.
+    fn drop_checkpoint(&mut self, mut job: CheckpointJob) {
         if let Some(zone) = &self.ckpt_zone {
             job.abandon_pieces(zone);
         }
         self.keep_buffers(job);
-        e
     }
 
     /// Keeps a finished or dropped checkpoint's buffers for the next one.

@@ -178,7 +178,10 @@ impl Default for WriteBehind {
 const FLUSH_LBA: u64 = u64::MAX;
 
 impl WriteBehind {
-    fn with_depth_divisor(depth_divisor: usize) -> Self {
+    /// A batch that keeps to the queue's depth divided by `depth_divisor` (at least one
+    /// command): batches sharing a queue must together stay below its depth, since a full
+    /// queue makes a submission wait for completions that only their polling frees.
+    pub fn with_depth_divisor(depth_divisor: usize) -> Self {
         Self {
             queued: VecDeque::new(),
             inflight: VecDeque::new(),
