@@ -143,8 +143,14 @@ fn a_create_answered_before_its_dentry_is_in_place_is_seen_by_every_later_call()
     let (_ctrl, dev) = swarm(32 << 20, 4096);
     let mut s = PStore::format(dev, &small_config(4096)).unwrap();
     s.defer_settle(true).unwrap();
+    assert!(!s.is_unsettled(), "nothing done yet");
     let d = s.create(1, b"d", DIR, 0, 0, Hint::default()).unwrap();
+    assert!(
+        s.is_unsettled(),
+        "a create answered early waits for the settle"
+    );
     s.settle().unwrap();
+    assert!(!s.is_unsettled(), "settled");
     let before = s.stats();
     // Each reader, first thing after a create whose dentry, inode-table entry and inode
     // image wait for the settle after its reply.

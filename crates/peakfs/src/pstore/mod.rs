@@ -1604,6 +1604,12 @@ impl PStore {
         Ok(())
     }
 
+    /// Whether [`Self::settle`] has anything to do: a finished transaction, or an operation
+    /// answered early, waits for it.
+    pub fn is_unsettled(&self) -> bool {
+        self.unsettled || self.pending.is_some()
+    }
+
     /// Logs the finished transaction that waits (see [`Self::defer_settle`]) and applies its
     /// inode images.
     pub fn settle(&mut self) -> Result<(), PStoreError> {
