@@ -514,6 +514,35 @@ fn a_checkpoints_pieces_go_out_on_their_queue_without_a_pump_waiting_for_them() 
     check_pages(&mut s);
 }
 
+#[test]
+fn a_power_cut_with_checkpoint_pieces_on_their_way_keeps_every_fsynced_file() {
+    // Writes take 50 ms: pieces stay on their way while the files are made and fsynced.
+    let (ssd, dev) = swarm_slow_writes(32 << 20, 4096, 3, 50_000.0);
+    let mut cfg = write_out_config();
+    cfg.checkpoint_queue = Some(2);
+    cfg.wal_pages = 16;
+    cfg.checkpoint_step = 4096;
+    let mut s = PStore::format(dev.clone(), &cfg).unwrap();
+    s.defer_settle(true).unwrap();
+    let name = |i: u32| format!("cut.{i}");
+    let mut made = 0;
+    while s.stats().checkpoint_pieces_in_flight == 0 {
+        assert!(made < 1500, "no piece went on its way");
+        s.create(1, name(made).as_bytes(), REG, 0, 0, Hint::default())
+            .unwrap();
+        made += 1;
+        s.pump().unwrap();
+    }
+    s.fsync().unwrap();
+    assert!(s.stats().checkpoint_pieces_in_flight > 0);
+    // The cut comes with the pieces on their way (and the last checkpoint current).
+    ssd.power_cut().unwrap();
+    drop(s);
+    let mut s = PStore::open(dev, &cfg).unwrap();
+    assert_eq!(kept_prefix(&mut s, made, name), made);
+    check_pages(&mut s);
+}
+
 /// The 3,901 bytes of small file `i`.
 fn small_content(i: u16) -> Vec<u8> {
     (0..3901u32).map(|k| (k as u16 ^ !i) as u8).collect()
