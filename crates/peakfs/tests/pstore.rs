@@ -464,17 +464,23 @@ fn the_log_is_written_ahead_without_a_pump_waiting_and_a_power_cut_keeps_what_it
     check_pages(&mut s);
 }
 
-#[test]
-fn a_checkpoints_pieces_go_out_on_their_queue_without_a_pump_waiting_for_them() {
-    // Writes take 50 ms on this device: a pump that waited for its piece would stop that long.
+/// A store answering early, over a device whose writes take 50 ms, with a checkpoint queue,
+/// a log of 64 KiB (a checkpoint every few hundred creates) and checkpoint pieces of a page.
+fn store_with_slow_checkpoint_queue() -> (Arc<SwarmIo>, Arc<NvmeDevice>, PStoreConfig, PStore) {
     let (ssd, dev) = swarm_slow_writes(32 << 20, 4096, 3, 50_000.0);
     let mut cfg = write_out_config();
     cfg.checkpoint_queue = Some(2);
-    // A log of 64 KiB (a checkpoint every few hundred creates) and pieces of a page.
     cfg.wal_pages = 16;
     cfg.checkpoint_step = 4096;
     let mut s = PStore::format(dev.clone(), &cfg).unwrap();
     s.defer_settle(true).unwrap();
+    (ssd, dev, cfg, s)
+}
+
+#[test]
+fn a_checkpoints_pieces_go_out_on_their_queue_without_a_pump_waiting_for_them() {
+    // Writes take 50 ms: a pump that waited for its piece would stop that long.
+    let (ssd, dev, cfg, mut s) = store_with_slow_checkpoint_queue();
     let before = s.stats().checkpoints;
     let name = |i: u32| format!("empty.{i}");
     let files = 400;
@@ -517,13 +523,7 @@ fn a_checkpoints_pieces_go_out_on_their_queue_without_a_pump_waiting_for_them() 
 #[test]
 fn a_power_cut_with_checkpoint_pieces_on_their_way_keeps_every_fsynced_file() {
     // Writes take 50 ms: pieces stay on their way while the files are made and fsynced.
-    let (ssd, dev) = swarm_slow_writes(32 << 20, 4096, 3, 50_000.0);
-    let mut cfg = write_out_config();
-    cfg.checkpoint_queue = Some(2);
-    cfg.wal_pages = 16;
-    cfg.checkpoint_step = 4096;
-    let mut s = PStore::format(dev.clone(), &cfg).unwrap();
-    s.defer_settle(true).unwrap();
+    let (ssd, dev, cfg, mut s) = store_with_slow_checkpoint_queue();
     let name = |i: u32| format!("cut.{i}");
     let mut made = 0;
     while s.stats().checkpoint_pieces_in_flight == 0 {

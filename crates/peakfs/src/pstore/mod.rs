@@ -851,9 +851,14 @@ struct Piece {
 }
 
 impl CheckpointJob {
-    /// Whether a piece is on its way.
-    fn on_its_way(&self) -> bool {
-        self.pieces.iter().any(|p| p.batch.is_busy())
+    /// Pieces on their way.
+    fn pieces_in_flight(&self) -> usize {
+        self.pieces.iter().filter(|p| p.batch.is_busy()).count()
+    }
+
+    /// The first page of the checkpoint area that the next piece goes to.
+    fn next_page(&self) -> u64 {
+        self.sb.ckpt_start[usize::from(self.sb.active)] + self.sent / PAGE as u64
     }
 
     /// A piece free to take the next pages, if the pieces on their way leave room for one.
@@ -874,7 +879,7 @@ impl CheckpointJob {
     /// Takes the pages encoded so far into piece `k` and sends them to their place in the
     /// checkpoint area on `zone`'s write-back queue, without waiting.
     fn send_piece(&mut self, zone: &Zone, k: usize) -> Result<(), ZoneError> {
-        let first = self.sb.ckpt_start[usize::from(self.sb.active)] + self.sent / PAGE as u64;
+        let first = self.next_page();
         let p = &mut self.pieces[k];
         let n = self.enc.take_pages_into(&mut p.bytes);
         if n == 0 {
@@ -1295,8 +1300,7 @@ impl PStore {
             let sent = match (&self.ckpt_zone, free) {
                 (Some(zone), Some(k)) => job.send_piece(zone, k),
                 _ => {
-                    let first =
-                        job.sb.ckpt_start[usize::from(job.sb.active)] + job.sent / PAGE as u64;
+                    let first = job.next_page();
                     let zone = &self.zone;
                     let mut n = 0;
                     let wrote = job.enc.take_pages(|b| {
@@ -1314,7 +1318,7 @@ impl PStore {
                 break;
             }
         }
-        if job.on_its_way() {
+        if job.pieces_in_flight() > 0 {
             self.ckpt_job = Some(job);
             self.checkpoint_stops.record(Stop::Piece, start.elapsed());
             return Ok(());
@@ -2467,7 +2471,7 @@ impl PStore {
             checkpoint_pieces_in_flight: self
                 .ckpt_job
                 .as_ref()
-                .map_or(0, |j| j.pieces.iter().filter(|p| p.batch.is_busy()).count()),
+                .map_or(0, CheckpointJob::pieces_in_flight),
             icache: self.icache.stats(),
         }
     }
