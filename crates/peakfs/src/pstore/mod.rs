@@ -1064,7 +1064,7 @@ impl PStore {
         s.next_ino = cfg.ino_base;
         s.checkpoint()?;
         // The empty store's first checkpoint held no request: the stops count from here.
-        s.checkpoint_stops = CheckpointStops::default();
+        s.clear_checkpoint_stops();
         Ok(s)
     }
 
@@ -1170,6 +1170,8 @@ impl PStore {
             s.remove_inode(ino)?;
         }
         s.checkpoint()?;
+        // The recovery's checkpoint held no request either.
+        s.clear_checkpoint_stops();
         Ok(s)
     }
 
@@ -1209,6 +1211,13 @@ impl PStore {
             pages: &self.data.pages,
             orphans: &self.orphans,
         }
+    }
+
+    /// Forgets the checkpoint stops so far ([`PStoreStats::checkpoint_stops`]): a caller that
+    /// prepares the store before it serves (a server's first checkpoint, with the root
+    /// directory) counts from there.
+    pub fn clear_checkpoint_stops(&mut self) {
+        self.checkpoint_stops = CheckpointStops::default();
     }
 
     /// Writes all state to the inactive checkpoint area, switches the superblock to it and

@@ -348,6 +348,8 @@ impl Storage {
             }
             ps.checkpoint()
                 .map_err(|source| StorageError::Store { zone: w, source })?;
+            // That checkpoint (2-5 ms at two million inode slots) held no request.
+            ps.clear_checkpoint_stops();
             stores.push(ps);
         }
         // The superblock last: a crash while formatting leaves an unformatted device.
@@ -587,6 +589,10 @@ mod tests {
             let mut zones = s.zones(0, &layout, StoreHint::default()).unwrap();
             assert!(zones[0].getattr(ROOT_INO).unwrap().mode & libc::S_IFDIR != 0);
             assert!(zones[1].getattr(ROOT_INO).is_err());
+            // Formatting served no request: no zone counts a checkpoint stop yet.
+            for z in &zones {
+                assert_eq!(z.stats().checkpoint_stops, Default::default());
+            }
         }
         let mut s = Storage::open(&two_workers(&path)).unwrap();
         assert_eq!(s.existing().map(|sb| sb.index), Some(0));
@@ -599,6 +605,8 @@ mod tests {
         ));
         let mut zones = s.zones(0, &layout, StoreHint::default()).unwrap();
         assert_eq!(zones[0].getattr(ROOT_INO).unwrap().ino, ROOT_INO);
+        // Nor did opening, with its recovery's checkpoint.
+        assert_eq!(zones[0].stats().checkpoint_stops, Default::default());
     }
 
     #[test]
