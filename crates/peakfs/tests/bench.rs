@@ -454,14 +454,15 @@ fn local_logs_keep_the_servers_last_lines_with_the_hop_times_of_forwarded_reques
                 assert!(max_us > 0.0, "{line}");
             }
         }
-        // The store was formatted with a checkpoint, which took time (its total is in ms
-        // with one decimal: it may print as 0.0).
+        // The store was formatted with a checkpoint. Its stop is not the workers' (their
+        // stops count from when the store serves), so the longest one may be 0 here; the
+        // total is in ms with one decimal: it may print as 0.0.
         assert!(
             field(line, "checkpoints").is_some_and(|n| n >= 1.0),
             "{line}"
         );
         assert!(
-            field(line, "checkpoint_max_us").is_some_and(|us| us > 0.0),
+            field(line, "checkpoint_max_us").is_some_and(|us| us >= 0.0),
             "{line}"
         );
         assert!(
