@@ -31,24 +31,28 @@ def workers(logs):
                     s[k + "_stalls"] += int(m.group(1)); s[k + "_ms"] += float(m.group(2))
     return s, piece
 
-if sys.argv[1] == "--summary":
-    d = sys.argv[2]; rows = collections.defaultdict(lambda: collections.defaultdict(list))
-    for f in sorted(glob.glob(f"{d}/*.jsonl")):
-        name, build = os.path.basename(f)[:-6].split("-", 1)
-        build = name.rstrip("0123456789") + " " + build
-        for w, (fr, iops, lat) in phases(f).items():
-            rows[build][w + " fraction"].append(fr)
-            if lat: rows[build][w + " p99.9 us"].append(lat.get("p999", 0))
-        s, piece = workers(f[:-6] + "-logs")
-        for k, v in s.items(): rows[build][k].append(v)
-        rows[build]["longest piece us"].append(piece)
-    for build in sorted(rows):
-        for k in sorted(rows[build]):
-            v = rows[build][k]
-            print(f"{build:12s} {k:40s} median {st.median(v):10.3f}  [{min(v):.3f} .. {max(v):.3f}]  n={len(v)}")
-    sys.exit(0)
+def main():
+    if sys.argv[1] == "--summary":
+        d = sys.argv[2]; rows = collections.defaultdict(lambda: collections.defaultdict(list))
+        for f in sorted(glob.glob(f"{d}/*.jsonl")):
+            name, build = os.path.basename(f)[:-6].split("-", 1)
+            build = name.rstrip("0123456789") + " " + build
+            for w, (fr, iops, lat) in phases(f).items():
+                rows[build][w + " fraction"].append(fr)
+                if lat: rows[build][w + " p99.9 us"].append(lat.get("p999", 0))
+            s, piece = workers(f[:-6] + "-logs")
+            for k, v in s.items(): rows[build][k].append(v)
+            rows[build]["longest piece us"].append(piece)
+        for build in sorted(rows):
+            for k in sorted(rows[build]):
+                v = rows[build][k]
+                print(f"{build:12s} {k:40s} median {st.median(v):10.3f}  [{min(v):.3f} .. {max(v):.3f}]  n={len(v)}")
+        sys.exit(0)
 
-for w, (fr, iops, lat) in phases(sys.argv[1]).items():
-    print(f"{w:30s} {fr:.3f} {iops/1e3:6.0f}K p99 {lat.get('p99',0):6.1f} p999 {lat.get('p999',0):7.1f} max {lat.get('max',0):7.0f}")
-s, piece = workers(sys.argv[2])
-print("workers:", dict(s), "longest piece us", piece)
+    for w, (fr, iops, lat) in phases(sys.argv[1]).items():
+        print(f"{w:30s} {fr:.3f} {iops/1e3:6.0f}K p99 {lat.get('p99',0):6.1f} p999 {lat.get('p999',0):7.1f} max {lat.get('max',0):7.0f}")
+    s, piece = workers(sys.argv[2])
+    print("workers:", dict(s), "longest piece us", piece)
+
+if __name__ == "__main__":
+    main()

@@ -464,6 +464,94 @@ fn the_log_is_written_ahead_without_a_pump_waiting_and_a_power_cut_keeps_what_it
     check_pages(&mut s);
 }
 
+#[test]
+fn frees_go_back_to_the_bitmap_once_the_log_written_ahead_holds_them_and_not_before() {
+    let (ssd, dev) = swarm_queues(32 << 20, 4096, 2);
+    let mut cfg = write_out_config();
+    cfg.log_write_ahead = 4096;
+    let mut s = PStore::format(dev.clone(), &cfg).unwrap();
+    s.defer_settle(true).unwrap();
+    let old: Vec<u64> = (0..200u16).map(|i| create_small(&mut s, i)).collect();
+    s.fsync().unwrap();
+    let used = s.stats().pages_used;
+    for i in 0..200u16 {
+        s.unlink(1, format!("s{i}").as_bytes()).unwrap();
+    }
+    s.settle().unwrap();
+    // No frame of theirs has been written: their pages stay taken.
+    assert_eq!(s.stats().pages_used, used);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while s.pump().unwrap() {
+        assert!(std::time::Instant::now() < deadline, "the log never landed");
+        std::thread::sleep(std::time::Duration::from_micros(100));
+    }
+    // The log written ahead landed without a commit: the frees in it are released (those of
+    // its last, unwritten, few kilobytes wait).
+    let freed = used - s.stats().pages_used;
+    assert!(freed >= 150, "{freed} of 200 pages released");
+    // New files take the released pages, unsynced. After a power cut, an old file whose
+    // unlink the device lacks is whole: its pages were not reused.
+    for i in 0..200u16 {
+        let f = s
+            .create(1, format!("n{i}").as_bytes(), REG, 0, 0, Hint::default())
+            .unwrap();
+        s.write(f.ino, 0, &[0xEE; 3901]).unwrap();
+        s.pump().unwrap();
+    }
+    ssd.power_cut().unwrap();
+    drop(s);
+    let mut s = PStore::open(dev, &cfg).unwrap();
+    let mut kept = 0;
+    for (i, &ino) in old.iter().enumerate() {
+        if s.lookup(1, format!("s{i}").as_bytes()).is_none() {
+            continue;
+        }
+        kept += 1;
+        let mut buf = vec![0u8; 3901];
+        assert_eq!(s.read(ino, 0, &mut buf).unwrap(), 3901);
+        assert!(buf == small_content(i as u16), "file {i}");
+    }
+    assert!(kept <= 50, "{kept} unlinks lost");
+    check_pages(&mut s);
+}
+
+#[test]
+fn a_checkpoints_commits_leave_all_but_a_little_log_to_be_written_ahead_first() {
+    // A log of 2 MiB written ahead a megabyte at a time: a checkpoint becomes due with up to
+    // a megabyte unwritten, which its pumps write ahead before its commits. No timeout:
+    // the pumps wait as long as the writes take.
+    let (ssd, dev) = swarm_queues(64 << 20, 4096, 2);
+    let mut cfg = write_out_config();
+    cfg.lbas = (64 << 20) / 4096;
+    cfg.wal_pages = 512;
+    cfg.inode_slots = 64 << 10;
+    cfg.max_dentries = 64 << 10;
+    // Every inode block cached: no Icache write-back writes the log meanwhile.
+    cfg.icache_blocks = 4096;
+    cfg.drain_wait = std::time::Duration::from_secs(3600);
+    let mut s = PStore::format(dev.clone(), &cfg).unwrap();
+    s.defer_settle(true).unwrap();
+    let name = |i: u32| format!("a-file-name-of-some-length.{i}");
+    let mut made = 0;
+    while s.stats().checkpoints < 2 {
+        assert!(made < 60_000, "{:?}", s.stats());
+        s.create(1, name(made).as_bytes(), REG, 0, 0, Hint::default())
+            .unwrap();
+        made += 1;
+        if s.pump().unwrap() {
+            std::thread::sleep(std::time::Duration::from_micros(20));
+        }
+    }
+    let stops = s.stats().checkpoint_stops;
+    assert!(stops.log_bytes_written <= 64 << 10, "{stops:?}");
+    s.fsync().unwrap();
+    ssd.power_cut().unwrap();
+    drop(s);
+    let mut s = PStore::open(dev, &cfg).unwrap();
+    assert_eq!(kept_prefix(&mut s, made, name), made);
+    check_pages(&mut s);
+}
+
 /// A store answering early, over a device whose writes take 50 ms, with a checkpoint queue,
 /// a log of 64 KiB (a checkpoint every few hundred creates) and checkpoint pieces of a page.
 fn store_with_slow_checkpoint_queue() -> (Arc<SwarmIo>, Arc<NvmeDevice>, PStoreConfig, PStore) {
@@ -605,14 +693,18 @@ fn checkpoints_wait_for_staged_pages_to_be_written_behind_before_their_log_commi
     let mut cfg = write_out_config();
     cfg.wal_pages = 48;
     cfg.checkpoint_step = 4096;
+    // No timeout: a checkpoint waits for its pages as long as their writes take.
+    cfg.drain_wait = std::time::Duration::from_secs(3600);
     let mut s = PStore::format(dev.clone(), &cfg).unwrap();
     s.defer_settle(true).unwrap();
     let mut files = Vec::new();
     for i in 0..1500u16 {
         files.push(create_small(&mut s, i));
-        // The next request comes a little later: a write-out in flight lands meanwhile even
-        // on a busy machine, before the log runs short and a checkpoint must go ahead.
-        if s.pump().unwrap() {
+        // The next request comes once the pumps are idle, or after 2 ms: a write-out in
+        // flight lands meanwhile even on a busy machine, before the log runs short and a
+        // checkpoint must go ahead.
+        let next = std::time::Instant::now() + std::time::Duration::from_millis(2);
+        while s.pump().unwrap() && std::time::Instant::now() < next {
             std::thread::sleep(std::time::Duration::from_micros(50));
         }
     }

@@ -297,11 +297,14 @@ fn main() -> anyhow::Result<()> {
     let stops = slice.store().stats().checkpoint_stops;
     let us = |d: Duration| d.as_secs_f64() * 1e6;
     let stops_line = format!(
-        "checkpoint stops: longest take {:.0} us, piece {:.0} us, last piece {:.0} us; {:.1} ms in all",
+        "checkpoint stops: longest take {:.0} us, piece {:.0} us, last piece {:.0} us; {:.1} ms in all; \
+         most written by one: {} staged pages, {} KiB of log",
         us(stops.take),
         us(stops.piece),
         us(stops.last),
-        us(stops.total) / 1e3
+        us(stops.total) / 1e3,
+        stops.staged_pages_written,
+        stops.log_bytes_written >> 10
     );
     if print_records(&records, args.json) {
         for r in &records {

@@ -158,6 +158,9 @@ pub struct PStoreConfig {
     pub checkpoint_step: usize,
     /// Unwritten log bytes that [`PStore::pump`] writes ahead (1 MiB; at least a page).
     pub log_write_ahead: usize,
+    /// How long a checkpoint to take, or one to make current, waits at most for the data and
+    /// log its commit would write to be written behind (2 ms; see [`DRAIN_WAIT`]).
+    pub drain_wait: Duration,
 }
 
 impl PStoreConfig {
@@ -180,6 +183,7 @@ impl PStoreConfig {
             dirty_ratio: 0.05,
             checkpoint_step: CHECKPOINT_STEP,
             log_write_ahead: LOG_WRITE_AHEAD,
+            drain_wait: DRAIN_WAIT,
         }
     }
 }
@@ -478,6 +482,8 @@ pub struct CheckpointStops {
     /// piece's log commit writes them before the log; [`PStore::pump`] first has the rest
     /// written behind).
     pub staged_pages_written: usize,
+    /// The most log bytes one of these stops wrote itself (the rest was written ahead).
+    pub log_bytes_written: usize,
 }
 
 impl CheckpointStops {
@@ -549,10 +555,14 @@ impl MetaIo<'_> {
     /// Records the result of the write-behind: its log pages are written if it succeeded
     /// (otherwise the next log write writes them again).
     fn complete_behind(&mut self, r: Result<(), PStoreError>) {
-        match self.behind.log_upto.take() {
-            Some(upto) if r.is_ok() => self.wal.mark_written(upto),
-            _ => {}
-        }
+        let r = match self.behind.log_upto.take() {
+            Some(upto) if r.is_ok() => {
+                self.wal.mark_written(upto);
+                // The batch flushed after its log pages: the frees in them are durable.
+                self.data.commit_frees_upto(self.wal.written_len())
+            }
+            _ => r,
+        };
         if r.is_err() {
             // Its data flush may not have happened.
             self.data.mark_unflushed();
@@ -806,12 +816,14 @@ pub struct PStore {
     /// The zone with [`PStoreConfig::checkpoint_queue`] as its write-back queue, on which the
     /// pumps write a checkpoint's pieces without waiting.
     ckpt_zone: Option<Zone>,
-    /// A checkpoint is due and waits for a pump to take it: the pumps it has waited so far.
-    ckpt_wanted: Option<u32>,
+    /// A checkpoint is due and waits for a pump to take it: since when.
+    ckpt_wanted: Option<Instant>,
     /// [`PStoreConfig::checkpoint_step`].
     checkpoint_step: usize,
     /// [`PStoreConfig::log_write_ahead`].
     log_write_ahead: usize,
+    /// [`PStoreConfig::drain_wait`].
+    drain_wait: Duration,
 }
 
 /// A checkpoint taken and not yet all on the device.
@@ -828,9 +840,9 @@ struct CheckpointJob {
     /// Taken again, whole, because the one taken before outgrew the area (a checkpoint
     /// written between requests may hold more keys than the tables ever do at once).
     retaken: bool,
-    /// Pumps since it was all written that waited for data to be written behind before it
-    /// is made current ([`PStore::go_ahead`]).
-    drain_pumps: u32,
+    /// When it was all written, since which it waits for data and log to be written behind
+    /// before it is made current ([`PStore::go_ahead`]).
+    all_written: Option<Instant>,
     /// Its pieces on their way on the checkpoint queue, [`PIECES_IN_FLIGHT`] at most (idle
     /// ones kept for their buffers).
     pieces: Vec<Piece>,
@@ -941,9 +953,19 @@ const LOG_WRITE_AHEAD: usize = 1 << 20;
 /// (bench/results/2026-11-27-peakfs-layouts).
 const COMMIT_STAGED_PAGES: usize = 16;
 
-/// Pumps that a checkpoint to take, or one to make current, waits at most for the data it
-/// would write out to be written behind; then it goes ahead and writes what is left itself.
-const DRAIN_PUMPS: u32 = 64;
+/// Unwritten log bytes that a checkpoint's log commit may write itself; with more, the pumps
+/// write the log ahead first ([`PStore::drained`]). Below [`LOG_WRITE_AHEAD`] nothing wrote
+/// it: at a million inodes a take's commit wrote up to 0.9 MB of unlinks' log and waited 3.6
+/// ms on the 2-core box.
+const COMMIT_LOG_BYTES: usize = 64 << 10;
+
+/// How long a checkpoint to take, or one to make current, waits at most for the data and
+/// log its commit would write out to be written behind; then it goes ahead and writes what
+/// is left itself. It was 64 pumps: at a pump per request of a slice (1.5-3.3 us) that was
+/// 0.1-0.2 ms, less than writing a stage of data pages or a megabyte of log behind takes, and
+/// a take at a million inodes then wrote them itself (0.8-4.4 ms on the 2-core box). The log
+/// room bounds the wait too: with an eighth of the log left, [`PStore::begin`] takes it.
+const DRAIN_WAIT: Duration = Duration::from_millis(2);
 
 /// Bytes of a checkpoint encoded and written per [`PStore::pump`] by default. Written on the
 /// checkpoint queue without the pump waiting, pieces of 32 KiB held an H200 host's workers
@@ -1121,6 +1143,7 @@ impl PStore {
             ckpt_wanted: None,
             checkpoint_step: cfg.checkpoint_step.max(PAGE),
             log_write_ahead: cfg.log_write_ahead.max(PAGE),
+            drain_wait: cfg.drain_wait,
         })
     }
 
@@ -1232,12 +1255,14 @@ impl PStore {
     /// piece per call) or [`Self::finish_checkpoint`]. Requests go on meanwhile: their frames
     /// follow in the log, and the pieces see their changes too (see [`checkpoint`]). Taking it
     /// commits the log and starts writing back the Icache's dirty blocks, so that the log from
-    /// here on is all the checkpoint needs.
+    /// here on is all the checkpoint needs. The commit also releases the pages of every free
+    /// logged so far: the checkpoint's bitmap must show them free, since its log replay
+    /// starts after their records.
     fn start_checkpoint(&mut self) -> Result<(), PStoreError> {
         let start = Instant::now();
         self.ckpt_wanted = None;
         self.settle()?;
-        self.count_staged_written();
+        self.count_commit_writes();
         self.commit()?;
         let (cache, mut io) = self.meta_io();
         let inode_mark = cache.write_back_dirty(&mut io)?;
@@ -1254,7 +1279,7 @@ impl PStore {
             sb,
             inode_mark,
             retaken: false,
-            drain_pumps: 0,
+            all_written: None,
             pieces: std::mem::take(&mut self.ckpt_pieces),
         });
         self.checkpoint_stops.record(Stop::Take, start.elapsed());
@@ -1341,7 +1366,8 @@ impl PStore {
         } else if all {
             true
         } else {
-            match self.go_ahead(&mut job.drain_pumps) {
+            let since = *job.all_written.get_or_insert_with(Instant::now);
+            match self.go_ahead(since) {
                 Ok(ready) => ready,
                 Err(e) => {
                     self.ckpt_job = Some(job);
@@ -1360,17 +1386,17 @@ impl PStore {
         made_current
     }
 
-    /// Counts one more pump that a checkpoint to take or to make current waited (`waited`);
-    /// returns whether it goes ahead now: [`Self::drained`], or it waited [`DRAIN_PUMPS`].
-    fn go_ahead(&mut self, waited: &mut u32) -> Result<bool, PStoreError> {
-        *waited += 1;
-        Ok(*waited > DRAIN_PUMPS || self.drained()?)
+    /// Whether a checkpoint to take or to make current, waiting since `since`, goes ahead
+    /// now: [`Self::drained`], or it waited [`PStoreConfig::drain_wait`].
+    fn go_ahead(&mut self, since: Instant) -> Result<bool, PStoreError> {
+        Ok(since.elapsed() >= self.drain_wait || self.drained()?)
     }
 
     /// Whether a log commit now would wait for little: no data write-out and no Icache
-    /// write-back in flight, and at most [`COMMIT_STAGED_PAGES`] staged data pages. With more
-    /// staged, it starts writing them out on the write-back queue (without waiting), for a
-    /// later pump to find them written.
+    /// write-back or log written ahead in flight, at most [`COMMIT_STAGED_PAGES`] staged data
+    /// pages and at most [`COMMIT_LOG_BYTES`] of unwritten log. With more staged, it starts
+    /// writing them out on the write-back queue (without waiting), for a later pump to find
+    /// them written; with more log, the pump's [`Self::write_log_ahead`] writes it.
     fn drained(&mut self) -> Result<bool, PStoreError> {
         if self.behind.in_flight() || self.data.is_writing() {
             return Ok(false);
@@ -1380,14 +1406,31 @@ impl PStore {
             // A zone without a write-back queue wrote them out at once.
             return Ok(!self.data.is_writing());
         }
-        Ok(true)
+        // Called only for a commit that is due: the log's threshold is the lower one.
+        Ok(self.wal.unwritten_bytes() <= self.log_write_ahead.min(COMMIT_LOG_BYTES))
     }
 
-    /// Notes the staged data pages that the log commit of a checkpoint's stop is about to
-    /// write out itself.
-    fn count_staged_written(&mut self) {
+    /// Unwritten log bytes from which [`Self::write_log_ahead`] writes them: fewer while a
+    /// checkpoint waits to take or to be made current ([`COMMIT_LOG_BYTES`]).
+    fn log_ahead_bytes(&self) -> usize {
+        let commit_due = self.ckpt_wanted.is_some()
+            || self
+                .ckpt_job
+                .as_ref()
+                .is_some_and(|j| j.all_written.is_some());
+        if commit_due {
+            self.log_write_ahead.min(COMMIT_LOG_BYTES)
+        } else {
+            self.log_write_ahead
+        }
+    }
+
+    /// Notes the staged data pages and the log bytes that the log commit of a checkpoint's
+    /// stop is about to write out itself.
+    fn count_commit_writes(&mut self) {
         let stops = &mut self.checkpoint_stops;
         stops.staged_pages_written = stops.staged_pages_written.max(self.data.staged_pages());
+        stops.log_bytes_written = stops.log_bytes_written.max(self.wal.unwritten_bytes());
     }
 
     /// Encodes and writes what is left of the checkpoint being written, if any, and makes it
@@ -1426,7 +1469,7 @@ impl PStore {
             return Ok(());
         };
         // The commit's flush also makes the checkpoint's pages and those inode blocks durable.
-        self.count_staged_written();
+        self.count_commit_writes();
         let ready = self
             .settle()
             .and_then(|()| {
@@ -1507,12 +1550,10 @@ impl PStore {
         let icache = cache.poll_write_behind(&mut io, false)?;
         // A failed data write-out is returned before the checkpoint and log steps can fail.
         let data = data?;
-        if let Some(mut waited) = self.ckpt_wanted {
+        if let Some(since) = self.ckpt_wanted {
             // Its first piece waits for the next pump: one stop per pump.
-            if self.go_ahead(&mut waited)? {
+            if self.go_ahead(since)? {
                 self.start_checkpoint()?;
-            } else {
-                self.ckpt_wanted = Some(waited);
             }
         } else {
             self.write_checkpoint_step(false)?;
@@ -1542,7 +1583,7 @@ impl PStore {
             // Its log pages stay unwritten: the next write of the log writes them again.
             r?;
         }
-        if self.wal.unwritten_bytes() < self.log_write_ahead || self.behind.started {
+        if self.wal.unwritten_bytes() < self.log_ahead_bytes() || self.behind.started {
             // Too little yet, or an Icache write-back in flight, which writes the log too.
             return Ok(self.behind.log_ahead);
         }
@@ -1575,7 +1616,7 @@ impl PStore {
             if !self.wal.fits(bytes.saturating_add(reserve / 2)) {
                 self.start_checkpoint()?;
             } else if self.ckpt_wanted.is_none() {
-                self.ckpt_wanted = Some(0);
+                self.ckpt_wanted = Some(Instant::now());
             }
         }
         if !self.wal.fits(bytes) {
@@ -1636,6 +1677,7 @@ impl PStore {
         let applied = match logged {
             Ok(_) => {
                 self.synced = false;
+                self.data.frees_logged(self.wal.len());
                 tx.iter().try_for_each(|rec| match rec {
                     Record::Inode { slot, image } => self.put_inode_image(*slot, image),
                     _ => Ok(()),

@@ -31,7 +31,7 @@
 //! latest the commit, whose caller gets the error) retries them.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use super::PStoreError;
 use super::bitmap::Bitmap;
@@ -47,7 +47,11 @@ pub struct PData {
     block_pages: u32,
     /// Zone page of data page 0.
     base: u64,
+    /// Frees of the transaction being built, not yet in the log.
     pending_free: Vec<PageRun>,
+    /// Frees in the log, not yet durable: each with the log's length after its frame
+    /// ([`Self::frees_logged`]), in log order.
+    logged_free: VecDeque<(u64, PageRun)>,
     /// Staged pages by zone page, newer than the device's copy.
     staged: BTreeMap<u64, Box<[u8]>>,
     /// Pages of the write-out in flight on the write-back queue (older than `staged`, newer
@@ -89,6 +93,7 @@ impl PData {
             block_pages,
             base,
             pending_free: Vec::new(),
+            logged_free: VecDeque::new(),
             staged: BTreeMap::new(),
             writing: BTreeMap::new(),
             batch: WriteBehind::small(),
@@ -392,17 +397,43 @@ impl PData {
         Ok(true)
     }
 
-    /// Releases the pages of frees that are now durable.
+    /// The frees so far are in the log, whose length after their frame is `log_end`.
+    pub fn frees_logged(&mut self, log_end: u64) {
+        self.logged_free
+            .extend(self.pending_free.drain(..).map(|run| (log_end, run)));
+    }
+
+    /// Releases the pages of every free: all of the log is durable.
     pub fn commit_frees(&mut self) -> Result<(), PStoreError> {
+        self.commit_frees_upto(u64::MAX)?;
         for run in std::mem::take(&mut self.pending_free) {
             self.pages.clear_run(run.start, u64::from(run.pages))?;
         }
         Ok(())
     }
 
+    /// Releases the pages of the frees whose frames end within the log's first `durable`
+    /// bytes, which are on the device. The log written behind calls it as it lands: frees
+    /// left for the next commit piled up between checkpoints, and releasing 718,000 of them
+    /// held a checkpoint's last stop 3.8 ms (unlinks at a million inodes, the 2-core box).
+    pub fn commit_frees_upto(&mut self, durable: u64) -> Result<(), PStoreError> {
+        while let Some(&(end, run)) = self.logged_free.front()
+            && end <= durable
+        {
+            self.pages.clear_run(run.start, u64::from(run.pages))?;
+            self.logged_free.pop_front();
+        }
+        Ok(())
+    }
+
     /// Pages whose free is not yet durable.
     pub fn pending_free_pages(&self) -> u64 {
-        self.pending_free.iter().map(|r| u64::from(r.pages)).sum()
+        let logged = self.logged_free.iter().map(|(_, r)| r);
+        self.pending_free
+            .iter()
+            .chain(logged)
+            .map(|r| u64::from(r.pages))
+            .sum()
     }
 
     /// A new run of `pages` pages holding a block from its page `first`.

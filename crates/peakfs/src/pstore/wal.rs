@@ -395,6 +395,11 @@ impl Wal {
         self.buf_start + self.buf.len() as u64
     }
 
+    /// Log bytes on the device: its length up to the first frame not yet written.
+    pub fn written_len(&self) -> u64 {
+        self.buf_start + self.written as u64
+    }
+
     /// Whether the log holds no frame.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
