@@ -1406,8 +1406,13 @@ impl PStore {
             // A zone without a write-back queue wrote them out at once.
             return Ok(!self.data.is_writing());
         }
-        // Called only for a commit that is due: the log's threshold is the lower one.
-        Ok(self.wal.unwritten_bytes() <= self.log_write_ahead.min(COMMIT_LOG_BYTES))
+        // Called only for a commit that is due (its job may be out of `ckpt_job` meanwhile).
+        Ok(self.wal.unwritten_bytes() <= self.commit_log_bytes())
+    }
+
+    /// Unwritten log bytes that a checkpoint's log commit may write itself.
+    fn commit_log_bytes(&self) -> usize {
+        self.log_write_ahead.min(COMMIT_LOG_BYTES)
     }
 
     /// Unwritten log bytes from which [`Self::write_log_ahead`] writes them: fewer while a
@@ -1419,7 +1424,7 @@ impl PStore {
                 .as_ref()
                 .is_some_and(|j| j.all_written.is_some());
         if commit_due {
-            self.log_write_ahead.min(COMMIT_LOG_BYTES)
+            self.commit_log_bytes()
         } else {
             self.log_write_ahead
         }

@@ -403,13 +403,10 @@ impl PData {
             .extend(self.pending_free.drain(..).map(|run| (log_end, run)));
     }
 
-    /// Releases the pages of every free: all of the log is durable.
+    /// Releases the pages of every logged free: all of the log is durable. Frees not yet in
+    /// the log wait for the settle that logs them.
     pub fn commit_frees(&mut self) -> Result<(), PStoreError> {
-        self.commit_frees_upto(u64::MAX)?;
-        for run in std::mem::take(&mut self.pending_free) {
-            self.pages.clear_run(run.start, u64::from(run.pages))?;
-        }
-        Ok(())
+        self.commit_frees_upto(u64::MAX)
     }
 
     /// Releases the pages of the frees whose frames end within the log's first `durable`
