@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::controller::{AdminConfig, Controller, ControllerError};
 use crate::cuda::{CudaError, DeviceBuffer, Gpu};
@@ -84,6 +84,9 @@ impl Default for DeviceConfig {
 struct HostIoQueue {
     qp: HostQueuePair,
     staging: HostRegion,
+    /// The controller serves this queue on the threads that wait on it
+    /// ([`Controller::serve_inline`]).
+    inline: bool,
 }
 
 /// A controller brought up by the host, with its host I/O queues.
@@ -352,7 +355,7 @@ impl NvmeDevice {
     }
 
     fn finish_read(&self, q: &HostIoQueue, t: Ticket, dst: &mut [u8]) -> Result<(), DeviceError> {
-        let cqe = q.qp.wait(t, COMMAND_TIMEOUT)?;
+        let cqe = self.wait_on(q, t, COMMAND_TIMEOUT)?;
         let status = cqe.status();
         if status.is_success() {
             let (_, host) = self.slot_iova(q, t.cid);
@@ -410,8 +413,38 @@ impl NvmeDevice {
         result
     }
 
+    /// Waits for `t` on `q` (see [`HostQueuePair::wait`]); on a queue served inline this
+    /// thread runs the queue's commands meanwhile, as long as no other thread is running them.
+    fn wait_on(
+        &self,
+        q: &HostIoQueue,
+        t: Ticket,
+        timeout: Duration,
+    ) -> Result<CompletionEntry, QueueError> {
+        if !q.inline {
+            return q.qp.wait(t, timeout);
+        }
+        let start = Instant::now();
+        loop {
+            if let Some(c) = q.qp.poll(t) {
+                return Ok(c);
+            }
+            if self.ctrl.serve_inline(q.qp.qid()) > 0 {
+                continue;
+            }
+            if start.elapsed() > timeout {
+                return Err(QueueError::Timeout {
+                    qid: q.qp.qid(),
+                    cid: t.cid,
+                });
+            }
+            // Another thread is running the queue's commands (ours among them, perhaps).
+            std::thread::yield_now();
+        }
+    }
+
     fn finish(&self, q: &HostIoQueue, t: Ticket, op: &'static str) -> Result<(), DeviceError> {
-        let cqe = q.qp.wait(t, COMMAND_TIMEOUT)?;
+        let cqe = self.wait_on(q, t, COMMAND_TIMEOUT)?;
         q.qp.release(t);
         let status = cqe.status();
         if status.is_success() {
@@ -485,7 +518,7 @@ impl NvmeDevice {
     pub fn submit_raw(&self, sqe: SubmissionEntry) -> Result<CompletionEntry, DeviceError> {
         let q = self.pick_queue();
         let t = q.qp.submit(sqe);
-        let cqe = q.qp.wait(t, COMMAND_TIMEOUT)?;
+        let cqe = self.wait_on(q, t, COMMAND_TIMEOUT)?;
         q.qp.release(t);
         Ok(cqe)
     }
@@ -725,9 +758,19 @@ fn host_queue(
     let regs = ctrl.registers();
     // SAFETY: the doorbells belong to the controller's register file, which lives as long as
     // the controller, and the device holds the controller for as long as it holds the queue.
-    let qp = unsafe { HostQueuePair::new(qid, rings, regs.sq_tail(qid)?, regs.cq_head(qid)?)? }
-        .with_bell(Arc::clone(regs.bell(qid)));
-    Ok(HostIoQueue { qp, staging })
+    let qp = unsafe { HostQueuePair::new(qid, rings, regs.sq_tail(qid)?, regs.cq_head(qid)?)? };
+    // A queue served inline has no controller thread to wake.
+    let inline = ctrl.serves_inline(qid);
+    let qp = if inline {
+        qp
+    } else {
+        qp.with_bell(Arc::clone(regs.bell(qid)))
+    };
+    Ok(HostIoQueue {
+        qp,
+        staging,
+        inline,
+    })
 }
 
 fn descriptor_bytes(d: &QueueDescriptor) -> Vec<u8> {
@@ -881,7 +924,7 @@ impl HostQueueHandle<'_> {
         match err {
             Some(e) => {
                 // Nothing valid was built: wait the placeholder out so the slot comes back.
-                let _ = self.q.qp.wait(t, COMMAND_TIMEOUT);
+                let _ = self.dev.wait_on(self.q, t, COMMAND_TIMEOUT);
                 self.q.qp.release(t);
                 Err(e)
             }
@@ -1007,7 +1050,7 @@ impl HostQueueHandle<'_> {
     fn finish_direct(&self, t: Ticket, dir: Direction, lba: u64) -> Result<(), DeviceError> {
         let op = dir.name();
         let cqe = loop {
-            match self.q.qp.wait(t, COMMAND_TIMEOUT) {
+            match self.dev.wait_on(self.q, t, COMMAND_TIMEOUT) {
                 Ok(c) => break c,
                 Err(e) => tracing::warn!("direct {op} of block {lba} still in flight: {e}"),
             }
@@ -1035,13 +1078,17 @@ impl HostQueueHandle<'_> {
 
     /// The completion of `t`, if posted (consumes it; the slot stays reserved).
     pub fn poll(&self, t: Ticket) -> Option<CompletionEntry> {
-        self.q.qp.poll(t)
+        self.q.qp.poll(t).or_else(|| {
+            (self.q.inline && self.dev.ctrl.serve_inline(self.q.qp.qid()) > 0)
+                .then(|| self.q.qp.poll(t))
+                .flatten()
+        })
     }
 
     /// Waits for the completion of `t` (spinning first, then yielding), at most `timeout`;
     /// the slot stays reserved either way.
     pub fn wait(&self, t: Ticket, timeout: Duration) -> Result<CompletionEntry, QueueError> {
-        self.q.qp.wait(t, timeout)
+        self.dev.wait_on(self.q, t, timeout)
     }
 
     /// The first `len` bytes of `t`'s bounce slot (a completed read's data).

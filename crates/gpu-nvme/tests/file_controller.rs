@@ -435,3 +435,76 @@ fn a_worker_asleep_is_not_woken_by_submissions_to_another_workers_queues() {
         "worker 0 slept {slept} times during 2,000 reads of its neighbour ({took:?})"
     );
 }
+
+#[test]
+fn an_inline_queue_is_served_by_the_waiting_thread_and_wakes_no_controller_thread() {
+    use std::time::Instant;
+
+    for backend in [FileBackend::Psync, FileBackend::Mmap] {
+        let (file, seed) = seeded_file();
+        let mut c = config(file.path(), backend);
+        c.workers = 1;
+        c.idle = gpu_nvme::controller::threads::IdleBackoff {
+            spins: 100,
+            yields: 0,
+        };
+        c.inline_queues = vec![1];
+        let fc = FileController::new(c).unwrap();
+        assert!(fc.serves_inline(1) && !fc.serves_inline(2));
+        let dev = NvmeDevice::open(
+            fc.clone(),
+            DeviceConfig {
+                io_queues: 1,
+                ..DeviceConfig::default()
+            },
+        )
+        .unwrap();
+        // The controller's one thread has no I/O queue: it sleeps, and only an inline server
+        // can answer the commands below (they would time out otherwise).
+        let worker = fc.registers().io_bell(0);
+        wait_for_a_sleep(worker, 0);
+        let before = (worker.sleeps(), fc.stats().commands);
+        let mut block = vec![0u8; 4096];
+        let t = Instant::now();
+        for i in 0..2_000u64 {
+            let lba = i % 256;
+            if i % 2 == 0 {
+                let at = lba as usize * 4096;
+                dev.read_blocks(lba, &mut block).unwrap();
+                assert!(
+                    block == seed[at..at + 4096],
+                    "{backend:?}: block {lba} differs"
+                );
+            } else {
+                dev.write_blocks(lba, &seed[lba as usize * 4096..][..4096])
+                    .unwrap();
+            }
+        }
+        let took = t.elapsed();
+        // No doorbell of the inline queue rang the sleeper's bell: it slept on only at its
+        // 50 ms limit.
+        let slept = worker.sleeps() - before.0;
+        let limit = 4 + 2 * took.as_millis() / 50;
+        assert!(
+            u128::from(slept) <= limit,
+            "{backend:?}: the controller thread slept {slept} times in {took:?}"
+        );
+        assert_eq!(fc.stats().commands - before.1, 2_000, "{backend:?}");
+    }
+}
+
+#[test]
+fn inline_queues_need_a_backend_the_caller_can_run_and_an_io_queue_number() {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    file.as_file().set_len(1 << 20).unwrap();
+    let mut c = config(file.path(), FileBackend::Uring);
+    c.inline_queues = vec![1];
+    let e = FileController::new(c).unwrap_err();
+    assert!(e.to_string().contains("psync or mmap"), "{e}");
+    for q in [0, 9] {
+        let mut c = config(file.path(), FileBackend::Mmap);
+        c.inline_queues = vec![q];
+        let e = FileController::new(c).unwrap_err();
+        assert!(e.to_string().contains("not an I/O queue"), "{q}: {e}");
+    }
+}

@@ -1590,3 +1590,39 @@ proptest! {
         check_pages(&mut s);
     }
 }
+
+#[test]
+fn staged_data_pages_go_out_on_their_own_queue_when_given_one_and_survive_a_power_cut() {
+    let (ssd, dev) = swarm_slow_writes(32 << 20, 4096, 3, 1.0);
+    let mut cfg = write_out_config();
+    cfg.data_write_out_queue = Some(3);
+    assert!(
+        PStore::format(dev.clone(), &cfg).is_err(),
+        "queue 3 of a device with 3 queues"
+    );
+    cfg.data_write_out_queue = Some(2);
+    let mut s = PStore::format(dev.clone(), &cfg).unwrap();
+    s.defer_settle(true).unwrap();
+    let content = |i: u16| -> Vec<u8> { (0..3901u32).map(|k| (k as u16 ^ i) as u8).collect() };
+    let mut files = Vec::new();
+    for i in 0..600u16 {
+        let name = format!("small.{i}");
+        let f = s
+            .create(1, name.as_bytes(), REG, 0, 0, Hint::default())
+            .unwrap();
+        s.write(f.ino, 0, &content(i)).unwrap();
+        files.push(f.ino);
+        s.pump().unwrap();
+    }
+    s.fsync().unwrap();
+    assert_eq!(s.stats().staged_pages, 0);
+    ssd.power_cut().unwrap();
+    drop(s);
+    let mut s = PStore::open(dev, &cfg).unwrap();
+    for (i, &ino) in files.iter().enumerate() {
+        let mut buf = vec![0u8; 3901];
+        assert_eq!(s.read(ino, 0, &mut buf).unwrap(), 3901);
+        assert!(buf == content(i as u16), "file {i} after the power cut");
+    }
+    check_pages(&mut s);
+}

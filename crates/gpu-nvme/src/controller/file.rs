@@ -16,8 +16,8 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 
 use crossbeam_utils::{Backoff, CachePadded};
 
@@ -87,6 +87,12 @@ pub struct FileControllerConfig {
     /// sleeps until a host queue it serves rings its bell after a doorbell write; with `gpu`
     /// set (GPU threads write doorbells and cannot ring) it sleeps 20 us at a time instead.
     pub idle: IdleBackoff,
+    /// I/O SQs served inline ([`Controller::serve_inline`]): the host thread that waits for a
+    /// command runs it, as an emulator without a thread of its own per queue runs a doorbell
+    /// write's commands on the vCPU that wrote it. For a host thread that would only spin
+    /// until a controller thread, on another core, has done the copy. Needs the psync or mmap
+    /// backend (an io_uring ring is a worker's own).
+    pub inline_queues: Vec<u16>,
 }
 
 impl FileControllerConfig {
@@ -104,6 +110,7 @@ impl FileControllerConfig {
             max_batch: 1024,
             gpu: None,
             idle: IdleBackoff::default(),
+            inline_queues: Vec::new(),
         }
     }
 }
@@ -118,6 +125,23 @@ struct WorkerSlot {
     inbox: Mailbox<ControllerQueue>,
 }
 
+/// An I/O queue served inline (see [`FileControllerConfig::inline_queues`]).
+#[derive(Debug)]
+struct InlineQueue {
+    sqid: u16,
+    /// Taken with `try_lock` only: a thread finding it held waits for its completion instead.
+    state: Mutex<InlineState>,
+    stats: CachePadded<StatsCounters>,
+}
+
+/// The queue pair (once attached) and the batch buffers of an inline queue.
+#[derive(Debug, Default)]
+struct InlineState {
+    queue: Option<ControllerQueue>,
+    batch: Vec<SubmissionEntry>,
+    results: Vec<(u16, Status)>,
+}
+
 /// A controller over a file or block device. See the module docs.
 #[derive(Debug)]
 pub struct FileController {
@@ -127,6 +151,7 @@ pub struct FileController {
     registers: Registers,
     dma: DmaMap,
     workers: Vec<WorkerSlot>,
+    inline: Vec<InlineQueue>,
     threads: ThreadSet,
 }
 
@@ -143,6 +168,21 @@ impl FileController {
             return Err(ControllerError::Config(
                 "max_batch must be at least 1".into(),
             ));
+        }
+        if !config.inline_queues.is_empty() && config.backend == FileBackend::Uring {
+            return Err(ControllerError::Config(
+                "inline queues need the psync or mmap backend".into(),
+            ));
+        }
+        if let Some(q) = config
+            .inline_queues
+            .iter()
+            .find(|&&q| q == 0 || q > config.max_io_queues)
+        {
+            return Err(ControllerError::Config(format!(
+                "inline queue {q} is not an I/O queue (1..={})",
+                config.max_io_queues
+            )));
         }
         let ns_err = |reason: String| ControllerError::Namespace {
             path: config.path.display().to_string(),
@@ -164,15 +204,29 @@ impl FileController {
         let registers = Registers::new(config.max_io_queues, config.gpu.as_ref())?
             .with_io_bells(config.workers);
         let workers = (0..config.workers).map(|_| WorkerSlot::default()).collect();
+        let inline = config
+            .inline_queues
+            .iter()
+            .map(|&sqid| InlineQueue {
+                sqid,
+                state: Mutex::default(),
+                stats: CachePadded::default(),
+            })
+            .collect();
         Ok(Arc::new(Self {
             store: Arc::new(store),
             geometry,
             registers,
             dma: DmaMap::new(),
             workers,
+            inline,
             threads: ThreadSet::default(),
             config,
         }))
+    }
+
+    fn inline_queue(&self, sqid: u16) -> Option<&InlineQueue> {
+        self.inline.iter().find(|q| q.sqid == sqid)
     }
 
     fn worker_of(&self, sqid: u16) -> &WorkerSlot {
@@ -220,33 +274,16 @@ impl FileController {
             slot.inbox.apply(&mut queues, ControllerQueue::sqid);
             let mut did = 0;
             for q in &mut queues {
-                batch.clear();
-                if q.fetch(&mut batch, self.config.max_batch) == 0 {
-                    continue;
+                let mut work = Batch {
+                    queue: q,
+                    batch: &mut batch,
+                    results: &mut results,
+                    stats: &slot.stats,
+                };
+                match self.serve_batch(&mut work, &mut path, &mut exec) {
+                    Some(n) => did += n,
+                    None => return,
                 }
-                did += batch.len();
-                let began = std::time::Instant::now();
-                results.clear();
-                path.refresh(); // one load: picks up buffers registered since the last batch
-                exec.run_batch(&batch, &mut path, &mut results, &slot.stats);
-                let flushed = path.finish();
-                for &(cid, status) in &results {
-                    let status = match (&flushed, status.is_success()) {
-                        (Err(e), true) => *e,
-                        _ => status,
-                    };
-                    let backoff = Backoff::new();
-                    while !q.post(cid, status, 0) {
-                        if self.threads.stopping() {
-                            return;
-                        }
-                        backoff.snooze();
-                    }
-                }
-                slot.stats.batches.fetch_add(1, Ordering::Relaxed);
-                slot.stats
-                    .busy_ns
-                    .fetch_add(began.elapsed().as_nanos() as u64, Ordering::Relaxed);
             }
             idle = if did > 0 {
                 0
@@ -264,6 +301,54 @@ impl FileController {
                 self.config.idle.step(idle)
             };
         }
+    }
+}
+
+/// One queue's turn: the queue and the buffers and counters of whoever serves it.
+struct Batch<'q> {
+    queue: &'q mut ControllerQueue,
+    batch: &'q mut Vec<SubmissionEntry>,
+    results: &'q mut Vec<(u16, Status)>,
+    stats: &'q StatsCounters,
+}
+
+impl FileController {
+    /// Fetches what `work.queue` holds, runs it and posts the completions; returns how many
+    /// commands ran, or `None` if the controller stopped while a completion waited for room.
+    fn serve_batch(
+        &self,
+        work: &mut Batch<'_>,
+        path: &mut DataPath<'_>,
+        exec: &mut Executor<'_>,
+    ) -> Option<usize> {
+        work.batch.clear();
+        let n = work.queue.fetch(work.batch, self.config.max_batch);
+        if n == 0 {
+            return Some(0);
+        }
+        let began = std::time::Instant::now();
+        work.results.clear();
+        path.refresh(); // one load: picks up buffers registered since the last batch
+        exec.run_batch(work.batch, path, work.results, work.stats);
+        let flushed = path.finish();
+        for &(cid, status) in work.results.iter() {
+            let status = match (&flushed, status.is_success()) {
+                (Err(e), true) => *e,
+                _ => status,
+            };
+            let backoff = Backoff::new();
+            while !work.queue.post(cid, status, 0) {
+                if self.threads.stopping() {
+                    return None;
+                }
+                backoff.snooze();
+            }
+        }
+        work.stats.batches.fetch_add(1, Ordering::Relaxed);
+        work.stats
+            .busy_ns
+            .fetch_add(began.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        Some(n)
     }
 }
 
@@ -299,6 +384,13 @@ impl Controller for FileController {
             return Err(ControllerError::State("not running"));
         }
         let sqid = queue.sqid();
+        if let Some(slot) = self.inline_queue(sqid) {
+            slot.state
+                .lock()
+                .map_err(|_| ControllerError::State("inline queue poisoned"))?
+                .queue = Some(queue);
+            return Ok(());
+        }
         let inbox = &self.worker_of(sqid).inbox;
         let ticket = inbox.post(Some(queue), None);
         self.registers.bell(sqid).ring();
@@ -307,6 +399,14 @@ impl Controller for FileController {
     }
 
     fn detach_queue(&self, sqid: u16) -> Result<(), ControllerError> {
+        if let Some(slot) = self.inline_queue(sqid) {
+            // Waits for a thread serving it to finish.
+            slot.state
+                .lock()
+                .map_err(|_| ControllerError::State("inline queue poisoned"))?
+                .queue = None;
+            return Ok(());
+        }
         let inbox = &self.worker_of(sqid).inbox;
         let ticket = inbox.post(None, Some(sqid));
         self.registers.bell(sqid).ring();
@@ -319,7 +419,38 @@ impl Controller for FileController {
         for w in &self.workers {
             total += w.stats.snapshot();
         }
+        for q in &self.inline {
+            total += q.stats.snapshot();
+        }
         total
+    }
+
+    fn serves_inline(&self, sqid: u16) -> bool {
+        self.inline_queue(sqid).is_some()
+    }
+
+    fn serve_inline(&self, sqid: u16) -> usize {
+        let Some(slot) = self.inline_queue(sqid) else {
+            return 0;
+        };
+        // Held: another thread is running this queue's commands, perhaps the caller's too.
+        let Ok(mut guard) = slot.state.try_lock() else {
+            return 0;
+        };
+        let state = &mut *guard;
+        let Some(queue) = state.queue.as_mut() else {
+            return 0;
+        };
+        let mut path = DataPath::new(&self.dma, None);
+        let mut exec = Executor::new(&self.store, &self.config, self.geometry);
+        let mut work = Batch {
+            queue,
+            batch: &mut state.batch,
+            results: &mut state.results,
+            stats: &slot.stats,
+        };
+        self.serve_batch(&mut work, &mut path, &mut exec)
+            .unwrap_or(0)
     }
 }
 

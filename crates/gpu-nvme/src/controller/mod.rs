@@ -335,6 +335,19 @@ pub trait Controller: Send + Sync + std::fmt::Debug {
     fn detach_queue(&self, sqid: u16) -> Result<(), ControllerError>;
     /// Counters.
     fn stats(&self) -> ControllerStats;
+    /// Whether I/O queue `sqid` is served inline: by the host thread waiting for its
+    /// completions ([`Controller::serve_inline`]), not by a controller thread. Such a queue
+    /// rings no bell, and every wait on it must call `serve_inline` until its completion comes.
+    fn serves_inline(&self, sqid: u16) -> bool {
+        let _ = sqid;
+        false
+    }
+    /// Runs the commands waiting in inline queue `sqid` on the calling thread and posts their
+    /// completions; returns how many it ran (0 also when another thread is serving it).
+    fn serve_inline(&self, sqid: u16) -> usize {
+        let _ = sqid;
+        0
+    }
 }
 
 #[cfg(test)]

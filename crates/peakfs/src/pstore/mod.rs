@@ -138,6 +138,10 @@ pub struct PStoreConfig {
     /// requests ([`PStore::pump`]), which then go on while the worker serves (`None`: each
     /// piece is written before the pump returns).
     pub checkpoint_queue: Option<usize>,
+    /// A fourth host queue this worker owns, for the write-outs of staged data pages (`None`:
+    /// they share the write-back queue, which only one batch in flight at a time may use
+    /// safely: see [`zone::WriteBehind`]).
+    pub data_write_out_queue: Option<usize>,
     /// Inode slots (rounded up to whole Icache blocks). Format only.
     pub inode_slots: u64,
     /// Dentries the checkpoint area is sized for. Format only.
@@ -174,6 +178,7 @@ impl PStoreConfig {
             queue: None,
             write_back_queue: None,
             checkpoint_queue: None,
+            data_write_out_queue: None,
             inode_slots: (approx_pages / 16).max(INODES_PER_BLOCK),
             max_dentries: (approx_pages / 16).max(INODES_PER_BLOCK),
             wal_pages: 256,
@@ -1102,6 +1107,10 @@ impl PStore {
             Some(q) => Some(zone.clone().with_write_back_queue(q)?),
             None => None,
         };
+        if let Some(q) = cfg.data_write_out_queue {
+            // Checks that the queue exists.
+            zone.clone().with_write_back_queue(q)?;
+        }
         let (islots, pages, blocks) = bitmaps.unwrap_or_else(|| {
             (
                 Bitmap::new(sb.inode_slots),
@@ -1116,7 +1125,8 @@ impl PStore {
                 sb.inode_slots / INODES_PER_BLOCK,
                 cfg.dirty_ratio,
             ),
-            data: PData::new(sb.data_start, pages, blocks, sb.block_pages),
+            data: PData::new(sb.data_start, pages, blocks, sb.block_pages)
+                .with_write_out_queue(cfg.data_write_out_queue),
             wal: Wal::new(sb.fs_id, PAGE, sb.wal_pages * PAGE as u64, sb.wal_seq),
             zone,
             next_ino: sb.ino_base,

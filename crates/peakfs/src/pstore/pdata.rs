@@ -102,6 +102,13 @@ impl PData {
         }
     }
 
+    /// The data zone with its write-outs on host queue `queue` (`None`: the zone's write-back
+    /// queue).
+    pub fn with_write_out_queue(mut self, queue: Option<usize>) -> Self {
+        self.batch.on_queue(queue);
+        self
+    }
+
     /// Reads whole pages at zone page `at`, staged pages over the device's copy.
     fn read_pages(&self, zone: &Zone, at: u64, buf: &mut [u8]) -> Result<(), PStoreError> {
         self.read_direct(zone, &mut [(at, buf)])

@@ -149,9 +149,12 @@ impl LateBytes<'static> {
 /// meanwhile.
 /// Commands go out in order up to a window; a flush is a barrier.
 ///
-/// Two batches may be in flight on one queue, an Icache write-back (half of the queue's depth
-/// at most, [`WriteBehind::default`]) and a data write-out (a quarter, [`WriteBehind::small`]):
-/// together they never need a slot that only the other batch's polling would free.
+/// A batch goes on the zone's write-back queue, or on a queue of its own
+/// ([`WriteBehind::on_queue`]). Two batches on one queue can deadlock whoever waits for one
+/// of them: a queue hands out its slots in ticket order, so once one batch has cycled through
+/// the queue's depth past a completion of the other that nobody polled, its next submission
+/// waits for that poll. A server's worker hung there in IOR runs, waiting in a data
+/// write-out behind an Icache write-back's command.
 #[derive(Debug)]
 pub struct WriteBehind {
     queued: VecDeque<Staged>,
@@ -160,6 +163,8 @@ pub struct WriteBehind {
     error: Option<ZoneError>,
     /// At most the queue's depth divided by this in flight.
     depth_divisor: usize,
+    /// The host queue of this batch, instead of the zone's write-back queue.
+    queue: Option<usize>,
 }
 
 /// Commands one [`Zone::pump`] submits at most. Each copies up to a bounce slot (64 KiB)
@@ -187,7 +192,15 @@ impl WriteBehind {
             inflight: VecDeque::new(),
             error: None,
             depth_divisor,
+            queue: None,
         }
+    }
+
+    /// The batch on host queue `queue` (which no other batch and no other command may use)
+    /// rather than on its zone's write-back queue; `None`: the zone's. Only while idle.
+    pub fn on_queue(&mut self, queue: Option<usize>) {
+        debug_assert!(!self.is_busy(), "a batch in flight changes queue");
+        self.queue = queue;
     }
 
     /// A batch that keeps to a quarter of the queue's depth (see the type's doc).
@@ -571,7 +584,11 @@ impl Zone {
         batch: &mut WriteBehind,
         late: &LateBytes<'_>,
     ) -> Option<Result<(), ZoneError>> {
-        let Some(h) = self.behind.and_then(|q| self.dev.host_queue(q)) else {
+        let Some(h) = batch
+            .queue
+            .or(self.behind)
+            .and_then(|q| self.dev.host_queue(q))
+        else {
             batch.queued.clear();
             return Some(Err(ZoneError::NoWriteBackQueue));
         };

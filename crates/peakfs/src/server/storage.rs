@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use gpu_nvme::controller::Controller;
-use gpu_nvme::controller::file::{FileController, FileControllerConfig};
+use gpu_nvme::controller::file::{FileBackend, FileController, FileControllerConfig};
 use gpu_nvme::controller::threads::IdleBackoff;
 use gpu_nvme::device::{DeviceConfig, NvmeDevice};
 
@@ -192,7 +192,7 @@ impl Storage {
         let workers = cfg.workers.clamp(1, MAX_WORKERS) as u16;
         // Three host queues per worker: its requests' commands, and the Icache write-backs and
         // the checkpoint pieces it does not wait for (see `zone_config`).
-        let queues = 3 * workers;
+        let queues = 4 * workers;
         let ctrl: Arc<dyn Controller> = match cfg.controller {
             ControllerKind::File => {
                 let file_err = |source| StorageError::File {
@@ -225,6 +225,15 @@ impl Storage {
                     spins: 2_000,
                     yields: 2_000,
                 };
+                // A worker waits for the commands of its first queue (data, log commits,
+                // Icache misses): it runs them itself rather than spin while a controller
+                // thread, on a core the clients and other workers need, does the copy (IOR
+                // N-N writes on 16 cores went from 8.3-9.3 to 15.5-16.3 GB/s,
+                // bench/results/2026-11-28-peakfs-controller-pin). The queues whose commands
+                // the worker does not wait for stay with the controller's threads.
+                if cfg.backend != FileBackend::Uring {
+                    fc.inline_queues = (1..=workers).collect();
+                }
                 FileController::new(fc).map_err(|e| StorageError::Device(e.to_string()))?
             }
             ControllerKind::Swarmio => swarm(size, queues)?,
@@ -394,7 +403,7 @@ fn zone_config(
     c.wal_pages = (pages / 32).clamp(WAL_PAGES_MIN, WAL_PAGES_MAX);
     // Inos of this slice: its slot in the high bits; sequence 1 of slot 0 is the root.
     c.ino_base = (u64::from(layout.slot(sb.index, worker)) << SLOT_SHIFT) | 2;
-    // Each worker drives its own host queue pairs (the device has three per worker): the
+    // Each worker drives its own host queue pairs (the device has four per worker): the
     // per-thread queue path SPDK gives the paper. On the second, Icache write-backs go out
     // while the worker serves on (§III-C2's *write* state): waiting for them stalled the
     // requests behind them (0.65 ms per batch on average, up to 4 ms, on 16 cores), and on a
@@ -405,6 +414,9 @@ fn zone_config(
     // The third carries a checkpoint's pieces, written between requests: a piece waited for
     // held the worker about 0.5 ms, four fifths of it the device's write.
     c.checkpoint_queue = Some((2 * sb.workers + worker) as usize);
+    // The fourth, the write-outs of staged data pages: on the second, behind an Icache
+    // write-back, a worker could wait forever (see `WriteBehind`).
+    c.data_write_out_queue = Some((3 * sb.workers + worker) as usize);
     c
 }
 
@@ -513,8 +525,13 @@ mod tests {
         );
         assert_eq!(c.wal_pages, 4096);
         assert_eq!(
-            (c.queue, c.write_back_queue, c.checkpoint_queue),
-            (Some(1), Some(3), Some(5))
+            (
+                c.queue,
+                c.write_back_queue,
+                c.checkpoint_queue,
+                c.data_write_out_queue
+            ),
+            (Some(1), Some(3), Some(5), Some(7))
         );
         assert_eq!(
             zone_config(&zone(512), &layout, 1, 1 << 20, default).icache_blocks,
