@@ -153,6 +153,12 @@ pub struct ServerConfig {
     /// Threads of the file controller (each serves every `controller_workers`-th worker's
     /// queue): the device side of the server, like an SSD's own parallelism.
     pub controller_workers: u32,
+    /// With the psync or mmap backend, each worker runs the commands of the queue it waits on
+    /// itself (the file controller's inline queues) instead of waiting while a controller
+    /// thread copies. On 16 cores (8 x 1) this doubled IOR and cost metadata requests 9-12 %
+    /// of their rate (bench/results/2026-11-28-peakfs-controller-pin); off for metadata-only
+    /// servers.
+    pub inline_data_queues: bool,
     /// Entries per SPSC / MPMC / MPSC ring.
     pub ring_capacity: usize,
     /// Most MiB of Icache per worker; a zone whose inode area is smaller caches all of it.
@@ -186,6 +192,7 @@ impl Default for ServerConfig {
             controller: ControllerKind::File,
             backend: FileBackend::Uring,
             controller_workers: 1,
+            inline_data_queues: true,
             ring_capacity: 4096,
             icache_mib: 64,
             // §II-A, C2: metadata-heavy HPC workloads of many small files.

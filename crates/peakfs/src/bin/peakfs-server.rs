@@ -55,6 +55,10 @@ struct Args {
     /// holds is its size over this. A formatted volume keeps its inode count.
     #[arg(long)]
     bytes_per_inode: Option<u64>,
+    /// Leave every command to the file controller's threads: no worker runs its own data
+    /// queue's commands (with psync or mmap they do by default: faster data, slower metadata).
+    #[arg(long)]
+    no_inline_data_queues: bool,
     /// Do not pin workers to cores.
     #[arg(long)]
     no_pin: bool,
@@ -110,6 +114,9 @@ fn main() -> anyhow::Result<()> {
     }
     if a.no_pin {
         cfg.pin = false;
+    }
+    if a.no_inline_data_queues {
+        cfg.inline_data_queues = false;
     }
     if let Some(list) = a.cpus {
         cfg.cpus = config::parse_cpu_list(&list).map_err(|e| anyhow::anyhow!("--cpus: {e}"))?;

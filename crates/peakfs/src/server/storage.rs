@@ -231,7 +231,7 @@ impl Storage {
                 // N-N writes on 16 cores went from 8.3-9.3 to 15.5-16.3 GB/s,
                 // bench/results/2026-11-28-peakfs-controller-pin). The queues whose commands
                 // the worker does not wait for stay with the controller's threads.
-                if cfg.backend != FileBackend::Uring {
+                if cfg.inline_data_queues && cfg.backend != FileBackend::Uring {
                     fc.inline_queues = (1..=workers).collect();
                 }
                 FileController::new(fc).map_err(|e| StorageError::Device(e.to_string()))?
@@ -706,17 +706,31 @@ mod tests {
         let layout = Layout::new(1, 2, 65536).unwrap();
         let data: Vec<u8> = (0..200_000u32).map(|i| (i * 7 % 251) as u8).collect();
         let mut ino = None;
-        for (backend, controller_workers) in [
-            (FileBackend::Uring, 1),
-            (FileBackend::Mmap, 2),
-            (FileBackend::Psync, 2),
+        for (backend, controller_workers, inline_data_queues) in [
+            (FileBackend::Uring, 1, true),
+            (FileBackend::Mmap, 2, true),
+            (FileBackend::Mmap, 1, false),
+            (FileBackend::Psync, 2, true),
         ] {
             let cfg = ServerConfig {
                 backend,
                 controller_workers,
+                inline_data_queues,
                 ..two_workers(&path)
             };
             let mut s = Storage::open(&cfg).unwrap();
+            // Queues 1 and 2 are the workers' own (data) queues.
+            let ctrl = s.dev.controller();
+            let inline = inline_data_queues && backend != FileBackend::Uring;
+            assert_eq!(
+                (
+                    ctrl.serves_inline(1),
+                    ctrl.serves_inline(2),
+                    ctrl.serves_inline(3)
+                ),
+                (inline, inline, false),
+                "{backend:?}, inline data queues {inline_data_queues}"
+            );
             let mut zones = s.zones(0, &layout, StoreHint::default()).unwrap();
             let z = &mut zones[0];
             let i = match ino {
@@ -733,7 +747,10 @@ mod tests {
             };
             let mut back = vec![0u8; data.len()];
             assert_eq!(z.read(i, 0, &mut back).unwrap(), data.len());
-            assert_eq!(back, data, "{backend:?} x {controller_workers}");
+            assert_eq!(
+                back, data,
+                "{backend:?} x {controller_workers}, inline {inline_data_queues}"
+            );
             for z in &mut zones {
                 z.checkpoint().unwrap();
             }
