@@ -1078,11 +1078,14 @@ impl HostQueueHandle<'_> {
 
     /// The completion of `t`, if posted (consumes it; the slot stays reserved).
     pub fn poll(&self, t: Ticket) -> Option<CompletionEntry> {
-        self.q.qp.poll(t).or_else(|| {
-            (self.q.inline && self.dev.ctrl.serve_inline(self.q.qp.qid()) > 0)
-                .then(|| self.q.qp.poll(t))
-                .flatten()
-        })
+        if let Some(c) = self.q.qp.poll(t) {
+            return Some(c);
+        }
+        // On a queue served inline nothing runs the command unless a poll does.
+        if self.q.inline && self.dev.ctrl.serve_inline(self.q.qp.qid()) > 0 {
+            return self.q.qp.poll(t);
+        }
+        None
     }
 
     /// Waits for the completion of `t` (spinning first, then yielding), at most `timeout`;

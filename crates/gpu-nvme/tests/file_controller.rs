@@ -3,6 +3,7 @@
 
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::sync::Arc;
+use std::time::Duration;
 
 use gpu_nvme::controller::{
     Controller, ControllerError, FileBackend, FileController, FileControllerConfig,
@@ -27,15 +28,46 @@ fn seeded_file() -> (tempfile::NamedTempFile, Vec<u8>) {
     (file, seed)
 }
 
-/// A controller of `workers` workers on `file` that sleep on their bells after 100 idle rounds.
-fn quick_sleeper(file: &std::path::Path, workers: usize) -> Arc<FileController> {
-    let mut c = config(file, FileBackend::Psync);
+/// The config of a controller of `workers` workers on `file` that sleep on their bells after
+/// 100 idle rounds.
+fn quick_sleeper_config(
+    file: &std::path::Path,
+    backend: FileBackend,
+    workers: usize,
+) -> FileControllerConfig {
+    let mut c = config(file, backend);
     c.workers = workers;
     c.idle = gpu_nvme::controller::threads::IdleBackoff {
         spins: 100,
         yields: 0,
     };
-    FileController::new(c).unwrap()
+    c
+}
+
+/// [`quick_sleeper_config`]'s controller with psync.
+fn quick_sleeper(file: &std::path::Path, workers: usize) -> Arc<FileController> {
+    FileController::new(quick_sleeper_config(file, FileBackend::Psync, workers)).unwrap()
+}
+
+/// A device over `fc` with one I/O queue, SQ 1.
+fn one_queue_device(fc: &Arc<FileController>) -> NvmeDevice {
+    let one = DeviceConfig {
+        io_queues: 1,
+        ..DeviceConfig::default()
+    };
+    NvmeDevice::open(fc.clone(), one).unwrap()
+}
+
+/// Asserts that `bell`, asleep through `took` of others' commands, slept again only at its
+/// 50 ms limit (a few times), not once per command: nothing rang it. `slept_before` is its
+/// count of sleeps when they began.
+fn assert_never_woken(bell: &common::bell::Bell, slept_before: u64, took: Duration, what: &str) {
+    let slept = bell.sleeps() - slept_before;
+    let limit = 4 + 2 * took.as_millis() / 50;
+    assert!(
+        u128::from(slept) <= limit,
+        "{what}: slept {slept} times in {took:?}"
+    );
 }
 
 /// Waits until `bell` has had more than `since` sleeps.
@@ -409,14 +441,7 @@ fn a_worker_asleep_is_not_woken_by_submissions_to_another_workers_queues() {
     let (file, _) = seeded_file();
     let fc = quick_sleeper(file.path(), 2);
     // One I/O queue, SQ 1: worker 1 serves it, worker 0 has nothing to do.
-    let dev = NvmeDevice::open(
-        fc.clone(),
-        DeviceConfig {
-            io_queues: 1,
-            ..DeviceConfig::default()
-        },
-    )
-    .unwrap();
+    let dev = one_queue_device(&fc);
     let idle_worker = fc.registers().io_bell(0);
     wait_for_a_sleep(idle_worker, 0);
     let before = idle_worker.sleeps();
@@ -428,11 +453,11 @@ fn a_worker_asleep_is_not_woken_by_submissions_to_another_workers_queues() {
     let took = t.elapsed();
     // Asleep through them all, it sleeps again only at its 50 ms limit; woken by each
     // submission, it would go back to sleep once per read.
-    let slept = idle_worker.sleeps() - before;
-    let limit = 4 + 2 * took.as_millis() / 50;
-    assert!(
-        u128::from(slept) <= limit,
-        "worker 0 slept {slept} times during 2,000 reads of its neighbour ({took:?})"
+    assert_never_woken(
+        idle_worker,
+        before,
+        took,
+        "worker 0 during 2,000 reads of its neighbour",
     );
 }
 
@@ -442,23 +467,11 @@ fn an_inline_queue_is_served_by_the_waiting_thread_and_wakes_no_controller_threa
 
     for backend in [FileBackend::Psync, FileBackend::Mmap] {
         let (file, seed) = seeded_file();
-        let mut c = config(file.path(), backend);
-        c.workers = 1;
-        c.idle = gpu_nvme::controller::threads::IdleBackoff {
-            spins: 100,
-            yields: 0,
-        };
+        let mut c = quick_sleeper_config(file.path(), backend, 1);
         c.inline_queues = vec![1];
         let fc = FileController::new(c).unwrap();
         assert!(fc.serves_inline(1) && !fc.serves_inline(2));
-        let dev = NvmeDevice::open(
-            fc.clone(),
-            DeviceConfig {
-                io_queues: 1,
-                ..DeviceConfig::default()
-            },
-        )
-        .unwrap();
+        let dev = one_queue_device(&fc);
         // The controller's one thread has no I/O queue: it sleeps, and only an inline server
         // can answer the commands below (they would time out otherwise).
         let worker = fc.registers().io_bell(0);
@@ -481,13 +494,12 @@ fn an_inline_queue_is_served_by_the_waiting_thread_and_wakes_no_controller_threa
             }
         }
         let took = t.elapsed();
-        // No doorbell of the inline queue rang the sleeper's bell: it slept on only at its
-        // 50 ms limit.
-        let slept = worker.sleeps() - before.0;
-        let limit = 4 + 2 * took.as_millis() / 50;
-        assert!(
-            u128::from(slept) <= limit,
-            "{backend:?}: the controller thread slept {slept} times in {took:?}"
+        // No doorbell of the inline queue rang the sleeper's bell.
+        assert_never_woken(
+            worker,
+            before.0,
+            took,
+            &format!("{backend:?}: the controller thread"),
         );
         assert_eq!(fc.stats().commands - before.1, 2_000, "{backend:?}");
     }

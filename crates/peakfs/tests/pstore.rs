@@ -12,8 +12,8 @@ use peakfs::pstore::zone::{KeyedPages, LateBytes, WriteBehind, Zone, ZoneError};
 use peakfs::pstore::{NewInode, PStore, PStoreConfig, PStoreError, Relink, SetAttr, Unlinked};
 use proptest::prelude::*;
 use pstore_support::{
-    check_pages, kept_prefix, small_config, swarm, swarm_queues, swarm_slow_writes,
-    write_out_config,
+    check_pages, fsync_cut_power_and_reopen, kept_prefix, small_config, swarm, swarm_queues,
+    swarm_slow_writes, write_out_config,
 };
 use swarmio::SwarmIo;
 
@@ -544,10 +544,7 @@ fn a_checkpoints_commits_leave_all_but_a_little_log_to_be_written_ahead_first() 
     }
     let stops = s.stats().checkpoint_stops;
     assert!(stops.log_bytes_written <= 64 << 10, "{stops:?}");
-    s.fsync().unwrap();
-    ssd.power_cut().unwrap();
-    drop(s);
-    let mut s = PStore::open(dev, &cfg).unwrap();
+    let mut s = fsync_cut_power_and_reopen(s, &ssd, dev, &cfg);
     assert_eq!(kept_prefix(&mut s, made, name), made);
     check_pages(&mut s);
 }
@@ -600,10 +597,7 @@ fn a_checkpoints_pieces_go_out_on_their_queue_without_a_pump_waiting_for_them() 
     assert!(stats.checkpoints > before, "no checkpoint was made current");
     let piece = stats.checkpoint_stops.piece;
     assert!(piece.as_millis() < 25, "a piece held its pump {piece:?}");
-    s.fsync().unwrap();
-    ssd.power_cut().unwrap();
-    drop(s);
-    let mut s = PStore::open(dev, &cfg).unwrap();
+    let mut s = fsync_cut_power_and_reopen(s, &ssd, dev, &cfg);
     assert_eq!(kept_prefix(&mut s, files, name), files);
     check_pages(&mut s);
 }
@@ -648,16 +642,13 @@ fn create_small(s: &mut PStore, i: u16) -> u64 {
 /// Syncs `s`, cuts the power and opens the store again: small file `i` is `files[i]`, whole,
 /// and no page leaked.
 fn power_cut_keeps_small_files(
-    mut s: PStore,
+    s: PStore,
     ssd: &SwarmIo,
     dev: Arc<NvmeDevice>,
     cfg: &PStoreConfig,
     files: &[u64],
 ) {
-    s.fsync().unwrap();
-    ssd.power_cut().unwrap();
-    drop(s);
-    let mut s = PStore::open(dev, cfg).unwrap();
+    let mut s = fsync_cut_power_and_reopen(s, ssd, dev, cfg);
     for (i, &ino) in files.iter().enumerate() {
         let mut buf = vec![0u8; 3901];
         assert_eq!(s.read(ino, 0, &mut buf).unwrap(), 3901);
@@ -1603,26 +1594,17 @@ fn staged_data_pages_go_out_on_their_own_queue_when_given_one_and_survive_a_powe
     cfg.data_write_out_queue = Some(2);
     let mut s = PStore::format(dev.clone(), &cfg).unwrap();
     s.defer_settle(true).unwrap();
-    let content = |i: u16| -> Vec<u8> { (0..3901u32).map(|k| (k as u16 ^ i) as u8).collect() };
     let mut files = Vec::new();
     for i in 0..600u16 {
         let name = format!("small.{i}");
         let f = s
             .create(1, name.as_bytes(), REG, 0, 0, Hint::default())
             .unwrap();
-        s.write(f.ino, 0, &content(i)).unwrap();
+        s.write(f.ino, 0, &small_content(i)).unwrap();
         files.push(f.ino);
         s.pump().unwrap();
     }
     s.fsync().unwrap();
     assert_eq!(s.stats().staged_pages, 0);
-    ssd.power_cut().unwrap();
-    drop(s);
-    let mut s = PStore::open(dev, &cfg).unwrap();
-    for (i, &ino) in files.iter().enumerate() {
-        let mut buf = vec![0u8; 3901];
-        assert_eq!(s.read(ino, 0, &mut buf).unwrap(), 3901);
-        assert!(buf == content(i as u16), "file {i} after the power cut");
-    }
-    check_pages(&mut s);
+    power_cut_keeps_small_files(s, &ssd, dev, &cfg, &files);
 }

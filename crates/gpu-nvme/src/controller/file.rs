@@ -438,7 +438,9 @@ impl Controller for FileController {
             return 0;
         };
         let state = &mut *guard;
-        let Some(queue) = state.queue.as_mut() else {
+        // Nothing to run (a poll before the command was submitted, or after another thread
+        // ran it): no data path and executor to set up.
+        let Some(queue) = state.queue.as_mut().filter(|q| q.pending() > 0) else {
             return 0;
         };
         let mut path = DataPath::new(&self.dma, None);

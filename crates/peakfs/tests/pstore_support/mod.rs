@@ -118,3 +118,16 @@ pub fn kept_prefix(s: &mut PStore, made: u32, name: impl Fn(u32) -> String) -> u
     }
     kept
 }
+
+/// Makes everything `s` did durable, cuts the device's power, and opens the store again.
+pub fn fsync_cut_power_and_reopen(
+    mut s: PStore,
+    ssd: &SwarmIo,
+    dev: Arc<NvmeDevice>,
+    cfg: &PStoreConfig,
+) -> PStore {
+    s.fsync().unwrap();
+    ssd.power_cut().unwrap();
+    drop(s);
+    PStore::open(dev, cfg).unwrap()
+}
