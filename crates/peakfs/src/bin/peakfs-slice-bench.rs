@@ -61,6 +61,10 @@ struct Args {
     /// mmap.
     #[arg(long, default_value = "uring")]
     backend: FileBackend,
+    /// Let the file controller's threads serve the worker's own queue too (the server's
+    /// `--no-inline-data-queues`), instead of the worker running its commands itself.
+    #[arg(long)]
+    no_inline_data_queues: bool,
     /// WRITE requests per data workload per round.
     #[arg(long, default_value_t = 2_000)]
     writes: u64,
@@ -154,6 +158,7 @@ fn main() -> anyhow::Result<()> {
         workers: 1,
         backend: args.backend,
         bytes_per_inode: args.bytes_per_inode,
+        inline_data_queues: !args.no_inline_data_queues,
         ..ServerConfig::default()
     };
     cfg.validate()?;

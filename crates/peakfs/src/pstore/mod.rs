@@ -120,6 +120,13 @@ pub enum PStoreError {
     /// the data pages a log write names did not reach the device (they are staged again)
     #[error("the data pages named by the log failed to write")]
     DataNotWritten,
+    /// an operation's records outgrew the log room it had reserved: memory holds changes the
+    /// log lacks, so the store writes nothing more until a restart recovers it from the log
+    #[error(
+        "the store stopped: an operation's log records outgrew the room reserved for them; \
+         restart the server to recover from its log"
+    )]
+    Halted,
 }
 
 /// Sizing of a worker's PStore.
@@ -806,6 +813,8 @@ pub struct PStore {
     pending: Option<Pending>,
     /// The failure of putting a pending operation in place, for the next settle to return.
     deferred_error: Option<PStoreError>,
+    /// A transaction could not be logged ([`PStoreError::Halted`]).
+    halted: bool,
     /// Whether the device holds nothing unflushed.
     synced: bool,
     /// The Icache write-back in flight, if any.
@@ -1140,6 +1149,7 @@ impl PStore {
             defer: false,
             pending: None,
             deferred_error: None,
+            halted: false,
             synced: false,
             // An Icache write-back copies nothing into its batch: its log pages and blocks are
             // taken from the log's buffer and the Icache as they go out.
@@ -1559,6 +1569,9 @@ impl PStore {
     /// in flight. A failed one is returned here: its blocks dirty again, its pages staged
     /// again.
     pub fn pump(&mut self) -> Result<bool, PStoreError> {
+        if self.halted {
+            return Ok(false);
+        }
         // Data first: an Icache write-back may wait for the pages its log names.
         let data = self.data.pump_writing(&self.zone);
         let (cache, mut io) = self.meta_io();
@@ -1673,6 +1686,12 @@ impl PStore {
         Ok(())
     }
 
+    /// Whether a transaction could not be logged: every call fails with
+    /// [`PStoreError::Halted`] until the store is opened again.
+    pub fn is_halted(&self) -> bool {
+        self.halted
+    }
+
     /// Whether [`Self::settle`] has anything to do: a finished transaction, or an operation
     /// answered early, waits for it.
     pub fn is_unsettled(&self) -> bool {
@@ -1682,6 +1701,9 @@ impl PStore {
     /// Logs the finished transaction that waits (see [`Self::defer_settle`]) and applies its
     /// inode images.
     pub fn settle(&mut self) -> Result<(), PStoreError> {
+        if self.halted {
+            return Err(PStoreError::Halted);
+        }
         self.finish_pending();
         // A pending operation may have put no record at all (a relink that changed nothing).
         if !std::mem::take(&mut self.unsettled) || self.tx.is_empty() {
@@ -1698,7 +1720,15 @@ impl PStore {
                     _ => Ok(()),
                 })
             }
-            Err(_) => Err(PStoreError::NoSpace("WAL")),
+            Err(e) => {
+                // Its changes are in memory (tables, bitmaps, dentries) but in no frame: a
+                // checkpoint or an Icache write-back would make them durable without the rest
+                // of the operation, and later frames would build on them. Every call fails
+                // from here on; a restart replays the log up to the last frame written.
+                tracing::error!(error = %e, records = tx.len(), "a transaction outgrew its log room; the store stops");
+                self.halted = true;
+                Err(PStoreError::Halted)
+            }
         };
         // The buffer goes back for the next transaction: one allocation per worker, not per op.
         tx.clear();
@@ -2572,6 +2602,62 @@ impl PStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gpu_nvme::device::{DeviceConfig, NvmeDevice};
+
+    /// A transaction whose records outgrow the log room its operation reserved (an estimate
+    /// that fell short) stops the store: its changes are in memory only, so nothing more is
+    /// answered or written, and a restart recovers what the log held before it.
+    #[test]
+    fn a_transaction_that_outgrows_its_log_room_halts_the_store_until_a_restart() {
+        const REG: u32 = 0o100644;
+        let ssd = crate::server::storage::fast_swarm(16 << 20, 2).unwrap();
+        let dev = Arc::new(NvmeDevice::open(ssd.clone(), DeviceConfig::default()).unwrap());
+        let mut cfg = PStoreConfig::new(0, 4096);
+        cfg.inode_slots = 256;
+        cfg.max_dentries = 256;
+        cfg.wal_pages = 16;
+        cfg.ino_base = 1000;
+        let mut s = PStore::format(dev.clone(), &cfg).unwrap();
+        s.defer_settle(true).unwrap();
+        let kept = s.create(1, b"kept", REG, 0, 0, Default::default()).unwrap();
+        s.fsync().unwrap();
+        let answered = s
+            .create(1, b"answered", REG, 0, 0, Default::default())
+            .unwrap();
+        // Settling the create answered above logs its records and these, more than the log
+        // holds.
+        let big = Record::DentryPut {
+            pino: 1,
+            name: vec![b'x'; 255],
+            value: kept.ino,
+        };
+        let mut one = Vec::new();
+        big.encode(&mut one);
+        let room = (cfg.wal_pages as usize * PAGE) / one.len() + 1;
+        s.tx.extend(std::iter::repeat_n(big, room));
+        s.unsettled = true;
+        assert!(matches!(s.settle(), Err(PStoreError::Halted)));
+        assert!(s.is_halted());
+        let e = s.create(1, b"after", REG, 0, 0, Default::default());
+        assert!(matches!(e, Err(PStoreError::Halted)), "{e:?}");
+        assert!(matches!(s.getattr(kept.ino), Err(PStoreError::Halted)));
+        assert!(matches!(s.fsync(), Err(PStoreError::Halted)));
+        assert!(matches!(s.checkpoint(), Err(PStoreError::Halted)));
+        assert!(!s.pump().unwrap(), "a halted store has nothing in flight");
+        assert!(PStoreError::Halted.to_string().contains("restart"));
+        drop(s);
+        ssd.power_cut().unwrap();
+        let mut r = PStore::open(dev, &cfg).unwrap();
+        assert_eq!(r.lookup(1, b"kept"), Some(kept.ino));
+        assert_eq!(r.getattr(kept.ino).unwrap().mode, REG);
+        assert_eq!(
+            r.lookup(1, b"answered"),
+            None,
+            "{answered:?} was never logged"
+        );
+        assert_eq!(r.lookup(1, b"after"), None);
+        assert!(r.create(1, b"after", REG, 0, 0, Default::default()).is_ok());
+    }
 
     #[test]
     fn a_checkpoint_that_the_log_outruns_is_encoded_eight_pieces_a_pump() {

@@ -59,7 +59,8 @@ fn fail(e: PStoreError) -> Failure {
         | PStoreError::Bitmap(_)
         | PStoreError::Inode { .. }
         | PStoreError::Corrupt(_)
-        | PStoreError::DataNotWritten => Errno::EIO,
+        | PStoreError::DataNotWritten
+        | PStoreError::Halted => Errno::EIO,
     };
     (errno, e.to_string())
 }
@@ -384,6 +385,10 @@ impl Slice {
 
     /// Runs `req` on this slice and appends the reply payload to `out`.
     pub fn execute(&mut self, req: Request<'_>, out: &mut Vec<u8>) -> Result<(), Failure> {
+        // Its memory may hold changes its log lacks: no answer from it either.
+        if self.store.is_halted() {
+            return Err(fail(PStoreError::Halted));
+        }
         let reply = match req {
             Request::Lookup { pino, name } => {
                 let ino = self.store.lookup(pino, name).ok_or_else(|| {

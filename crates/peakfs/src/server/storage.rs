@@ -440,6 +440,12 @@ fn make_root(ps: &mut PStore, hint: StoreHint) -> Result<(), PStoreError> {
 
 /// A RAM-backed SwarmIO emulator with fast timing (tests, `--controller swarmio`).
 fn swarm(size: u64, queues: u16) -> Result<Arc<dyn Controller>, StorageError> {
+    let ctrl = fast_swarm(size, queues)?;
+    Ok(ctrl)
+}
+
+/// [`swarm`] as the emulator itself (tests cut its power).
+pub(crate) fn fast_swarm(size: u64, queues: u16) -> Result<Arc<swarmio::SwarmIo>, StorageError> {
     use swarmio::timing_model::{Targets, TimingConfig};
     let targets = Targets {
         read_miops: 50.0,
@@ -456,8 +462,7 @@ fn swarm(size: u64, queues: u16) -> Result<Arc<dyn Controller>, StorageError> {
     config.service_units = 1;
     config.workers_per_unit = 1;
     config.max_io_queues = queues + 1;
-    let ctrl = swarmio::SwarmIo::new(config).map_err(|e| StorageError::Device(e.to_string()))?;
-    Ok(ctrl)
+    swarmio::SwarmIo::new(config).map_err(|e| StorageError::Device(e.to_string()))
 }
 
 #[cfg(test)]
