@@ -2610,7 +2610,7 @@ mod tests {
     #[test]
     fn a_transaction_that_outgrows_its_log_room_halts_the_store_until_a_restart() {
         const REG: u32 = 0o100644;
-        let ssd = crate::server::storage::fast_swarm(16 << 20, 2).unwrap();
+        let ssd = crate::server::storage::swarm(16 << 20, 2).unwrap();
         let dev = Arc::new(NvmeDevice::open(ssd.clone(), DeviceConfig::default()).unwrap());
         let mut cfg = PStoreConfig::new(0, 4096);
         cfg.inode_slots = 256;

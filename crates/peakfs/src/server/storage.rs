@@ -439,13 +439,7 @@ fn make_root(ps: &mut PStore, hint: StoreHint) -> Result<(), PStoreError> {
 }
 
 /// A RAM-backed SwarmIO emulator with fast timing (tests, `--controller swarmio`).
-fn swarm(size: u64, queues: u16) -> Result<Arc<dyn Controller>, StorageError> {
-    let ctrl = fast_swarm(size, queues)?;
-    Ok(ctrl)
-}
-
-/// [`swarm`] as the emulator itself (tests cut its power).
-pub(crate) fn fast_swarm(size: u64, queues: u16) -> Result<Arc<swarmio::SwarmIo>, StorageError> {
+pub(crate) fn swarm(size: u64, queues: u16) -> Result<Arc<swarmio::SwarmIo>, StorageError> {
     use swarmio::timing_model::{Targets, TimingConfig};
     let targets = Targets {
         read_miops: 50.0,
