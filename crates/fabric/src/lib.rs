@@ -13,6 +13,6 @@ pub use frame::{ErrorCode, Flags, Header, Opcode};
 pub use rpc::{RpcClient, Server, serve};
 pub use tcp::{TcpConfig, TcpConnection, TcpListener, TcpPoller, TcpTransport};
 pub use transport::{
-    ConnId, Connection, Event, Frame, Listener, Outbox, Poller, PollerHandle, Transport,
+    ConnId, Connection, Event, Frame, Listener, Outbox, Poller, PollerHandle, Received, Transport,
     TransportError,
 };

@@ -12,8 +12,21 @@ use std::time::Duration;
 
 use crate::frame::{ErrorCode, Header, Opcode};
 use crate::transport::{
-    Connection, Event, Frame, Listener, Outbox, Poller, PollerHandle, Transport, TransportError,
+    Connection, Event, Frame, Listener, Outbox, Poller, PollerHandle, Received, Transport,
+    TransportError,
 };
+
+/// A reply's header is a reply's, or an error's.
+fn check_reply(header: &Header) -> Result<(), TransportError> {
+    if header.is_reply() || header.opcode == Opcode::ERROR {
+        Ok(())
+    } else {
+        Err(TransportError::UnexpectedFrame {
+            expected: 0,
+            got: *header,
+        })
+    }
+}
 
 /// A client over one connection: requests get consecutive ids, up to `window` may be in flight.
 #[derive(Debug)]
@@ -65,14 +78,24 @@ impl<C: Connection> RpcClient<C> {
             return Err(TransportError::Busy { in_flight: 0 });
         }
         let frame = self.conn.recv(self.timeout)?;
-        if !frame.header.is_reply() && frame.header.opcode != Opcode::ERROR {
-            return Err(TransportError::UnexpectedFrame {
-                expected: 0,
-                got: frame.header,
-            });
-        }
+        check_reply(&frame.header)?;
         self.in_flight -= 1;
         Ok(frame)
+    }
+
+    /// As [`next_reply`](Self::next_reply), a reply that `own` wants in a buffer of its own
+    /// perhaps received straight into one ([`Connection::recv_for`]).
+    pub fn next_reply_for(
+        &mut self,
+        own: &dyn Fn(&Header) -> bool,
+    ) -> Result<Received<'_>, TransportError> {
+        if self.in_flight == 0 {
+            return Err(TransportError::Busy { in_flight: 0 });
+        }
+        let received = self.conn.recv_for(self.timeout, own)?;
+        check_reply(&received.frame().header)?;
+        self.in_flight -= 1;
+        Ok(received)
     }
 
     /// Sends one request and waits for its reply; an error reply becomes

@@ -20,7 +20,7 @@ use mio::{Interest, Token};
 
 use crate::frame::{self, DEFAULT_MAX_PAYLOAD, Decoded, ErrorCode, HEADER_LEN, Header, Opcode};
 use crate::transport::{
-    ConnId, Connection, Event, Frame, Listener, Outbox, Poller, PollerHandle, Transport,
+    ConnId, Connection, Event, Frame, Listener, Outbox, Poller, PollerHandle, Received, Transport,
     TransportError,
 };
 
@@ -181,6 +181,35 @@ impl RecvBuf {
         }
     }
 
+    /// The header of the frame at `start` if it is buffered, its payload has at least
+    /// `threshold` bytes and it has not all arrived (checked as [`Self::next`] checks it).
+    fn large_partial_head(
+        &self,
+        max_payload: u32,
+        threshold: usize,
+    ) -> Result<Option<Header>, TransportError> {
+        let buffered = &self.buf[self.start..self.end];
+        let Some(head) = buffered.first_chunk::<HEADER_LEN>() else {
+            return Ok(None);
+        };
+        // The length first: small frames, the common case, skip the header check here.
+        let len = u32::from_le_bytes([head[16], head[17], head[18], head[19]]) as usize;
+        if len < threshold || buffered.len() >= HEADER_LEN + len {
+            return Ok(None);
+        }
+        Ok(Some(Header::decode(head, max_payload)?))
+    }
+
+    /// Consumes the frame at `start`, whose `header` [`Self::large_partial_head`] returned:
+    /// its payload bytes buffered so far, in a buffer with room for all of it.
+    fn take_partial(&mut self, header: &Header) -> Vec<u8> {
+        let mut payload = Vec::with_capacity(header.payload_len as usize);
+        payload.extend_from_slice(&self.buf[self.start + HEADER_LEN..self.end]);
+        self.start = self.end;
+        self.need = HEADER_LEN;
+        payload
+    }
+
     /// True if bytes of an incomplete frame are buffered.
     fn mid_frame(&self) -> bool {
         self.start != self.end
@@ -206,6 +235,34 @@ impl RecvBuf {
     /// Marks `n` bytes of the spare space as received.
     fn filled(&mut self, n: usize) {
         self.end += n;
+    }
+}
+
+/// The deadline of one receive call.
+#[derive(Debug)]
+struct Wait {
+    timeout: Duration,
+    deadline: Instant,
+    first_read: bool,
+}
+
+impl Wait {
+    fn new(timeout: Duration) -> Self {
+        Wait {
+            timeout,
+            deadline: Instant::now() + timeout,
+            first_read: true,
+        }
+    }
+
+    /// Time left, or [`TransportError::Timeout`] if none.
+    fn left(&self) -> Result<Duration, TransportError> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            Err(TransportError::Timeout(self.timeout))
+        } else {
+            Ok(left)
+        }
     }
 }
 
@@ -451,6 +508,79 @@ impl TcpConnection {
         }
     }
 
+    /// Waits for more bytes in the receive buffer (sending what is queued first): some
+    /// arrived, or an interrupted wait; an error when `wait` runs out or the peer closed.
+    fn receive_more(&mut self, wait: &mut Wait) -> Result<(), TransportError> {
+        self.flush()?;
+        let left = wait.left()?;
+        if !self.config.reply_poll.is_zero() {
+            match self.poll_read(self.config.reply_poll.min(left))? {
+                Some(0) => {
+                    return Err(TransportError::Closed {
+                        mid_frame: self.recv.mid_frame(),
+                    });
+                }
+                Some(n) => {
+                    self.recv.filled(n);
+                    return Ok(());
+                }
+                None => {}
+            }
+        }
+        // The first read of a call waits the whole timeout, which is usually set already (no
+        // system call in steady state); later reads of the call wait what is left of it.
+        self.set_read_timeout(if wait.first_read { wait.timeout } else { left })?;
+        wait.first_read = false;
+        match self.stream.read(self.recv.spare()) {
+            Ok(0) => Err(TransportError::Closed {
+                mid_frame: self.recv.mid_frame(),
+            }),
+            Ok(n) => {
+                self.recv.filled(n);
+                Ok(())
+            }
+            Err(error) if error.kind() == io::ErrorKind::Interrupted || would_block(&error) => {
+                Ok(())
+            }
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// Reads the rest of a payload of `len` bytes from the socket straight into `payload`
+    /// (which has the capacity), within what is left of `wait`.
+    fn receive_rest(
+        &mut self,
+        payload: &mut Vec<u8>,
+        len: usize,
+        wait: &Wait,
+    ) -> Result<(), TransportError> {
+        let fd = self.stream.as_raw_fd();
+        while payload.len() < len {
+            let left = wait.left()?;
+            self.set_read_timeout(left)?;
+            let want = len - payload.len();
+            let spare = &mut payload.spare_capacity_mut()[..want];
+            // SAFETY: `spare` is memory of `spare.len()` bytes that `payload` owns and nothing
+            // else touches during the call; `fd` is this connection's open socket.
+            let n = unsafe { libc::recv(fd, spare.as_mut_ptr().cast(), spare.len(), 0) };
+            match usize::try_from(n) {
+                Ok(0) => return Err(TransportError::Closed { mid_frame: true }),
+                Ok(n) => {
+                    // SAFETY: the kernel wrote `n` (at most `spare.len()`) bytes after the
+                    // payload's end, so they are initialized and within the capacity.
+                    unsafe { payload.set_len(payload.len() + n) };
+                }
+                Err(_) => {
+                    let error = io::Error::last_os_error();
+                    if !(error.kind() == io::ErrorKind::Interrupted || would_block(&error)) {
+                        return Err(error.into());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn write_timeout(&self) -> TransportError {
         TransportError::Io(io::Error::new(
             io::ErrorKind::TimedOut,
@@ -486,8 +616,7 @@ impl Connection for TcpConnection {
     }
 
     fn recv(&mut self, timeout: Duration) -> Result<Frame<'_>, TransportError> {
-        let deadline = Instant::now() + timeout;
-        let mut first_read = true;
+        let mut wait = Wait::new(timeout);
         loop {
             if let Some((header, payload)) = self.recv.next(self.config.max_payload)? {
                 if header.opcode == Opcode::GOODBYE {
@@ -498,40 +627,36 @@ impl Connection for TcpConnection {
                     payload: &self.recv.buf[payload],
                 });
             }
-            self.flush()?;
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(TransportError::Timeout(timeout));
+            self.receive_more(&mut wait)?;
+        }
+    }
+
+    fn recv_for(
+        &mut self,
+        timeout: Duration,
+        own: &dyn Fn(&Header) -> bool,
+    ) -> Result<Received<'_>, TransportError> {
+        let mut wait = Wait::new(timeout);
+        loop {
+            if let Some(header) = self
+                .recv
+                .large_partial_head(self.config.max_payload, self.config.zero_copy_threshold)?
+                .filter(|h| own(h))
+            {
+                let mut payload = self.recv.take_partial(&header);
+                self.receive_rest(&mut payload, header.payload_len as usize, &wait)?;
+                return Ok(Received::Owned(header, payload));
             }
-            if !self.config.reply_poll.is_zero() {
-                match self.poll_read(self.config.reply_poll.min(left))? {
-                    Some(0) => {
-                        return Err(TransportError::Closed {
-                            mid_frame: self.recv.mid_frame(),
-                        });
-                    }
-                    Some(n) => {
-                        self.recv.filled(n);
-                        continue;
-                    }
-                    None => {}
+            if let Some((header, payload)) = self.recv.next(self.config.max_payload)? {
+                if header.opcode == Opcode::GOODBYE {
+                    return Err(TransportError::Closed { mid_frame: false });
                 }
+                return Ok(Received::Borrowed(Frame {
+                    header,
+                    payload: &self.recv.buf[payload],
+                }));
             }
-            // The first read of a call waits the whole timeout, which is usually set already (no
-            // system call in steady state); later reads of the call wait what is left of it.
-            self.set_read_timeout(if first_read { timeout } else { left })?;
-            first_read = false;
-            match self.stream.read(self.recv.spare()) {
-                Ok(0) => {
-                    return Err(TransportError::Closed {
-                        mid_frame: self.recv.mid_frame(),
-                    });
-                }
-                Ok(n) => self.recv.filled(n),
-                Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
-                Err(error) if would_block(&error) => {}
-                Err(error) => return Err(error.into()),
-            }
+            self.receive_more(&mut wait)?;
         }
     }
 
@@ -1170,5 +1295,92 @@ mod tests {
             fed += n;
         }
         assert!(!recv.mid_frame());
+    }
+
+    /// A connected pair: the raw client stream and the accepted connection.
+    fn pair(config: TcpConfig) -> (TcpStream, TcpConnection) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (stream, _) = listener.accept().unwrap();
+        (client, TcpConnection::new(stream, config).unwrap())
+    }
+
+    fn frame_bytes(opcode: u16, id: u64, payload: &[u8]) -> Vec<u8> {
+        let mut bytes = Header::request(Opcode(opcode), id, payload.len() as u32)
+            .encode()
+            .to_vec();
+        bytes.extend_from_slice(payload);
+        bytes
+    }
+
+    #[test]
+    fn a_large_payload_wanted_whole_is_received_into_its_own_buffer_between_other_frames() {
+        let (mut peer, mut conn) = pair(TcpConfig::default());
+        let big = |seed: u8| {
+            (0..200_000u32)
+                .map(|i| (i as u8) ^ seed)
+                .collect::<Vec<u8>>()
+        };
+        let frames = [
+            frame_bytes(1, 1, b"small"),
+            frame_bytes(2, 2, &big(1)),
+            frame_bytes(3, 3, &big(2)),
+            frame_bytes(4, 4, &big(3)),
+        ];
+        let sender = std::thread::spawn(move || {
+            let all: Vec<u8> = frames.concat();
+            // In pieces with pauses, so that large frames arrive in parts.
+            for piece in all.chunks(50_000) {
+                peer.write_all(piece).unwrap();
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            peer
+        });
+        let own = |h: &Header| h.request_id != 3;
+        let mut owned = 0;
+        for (id, want) in [
+            (1u64, b"small".to_vec()),
+            (2, big(1)),
+            (3, big(2)),
+            (4, big(3)),
+        ] {
+            let got = conn.recv_for(Duration::from_secs(5), &own).unwrap();
+            assert_eq!(got.frame().header.request_id, id);
+            if id == 3 {
+                assert!(
+                    matches!(got, Received::Borrowed(_)),
+                    "frame 3 was not wanted owned"
+                );
+            }
+            owned += usize::from(matches!(got, Received::Owned(..)));
+            assert!(got.into_payload() == want, "payload of frame {id}");
+        }
+        assert!(
+            owned >= 1,
+            "no large frame came in parts: the test did not test"
+        );
+        assert!(!conn.recv.mid_frame());
+        drop(sender.join().unwrap());
+    }
+
+    #[test]
+    fn a_payload_cut_short_is_a_timeout_or_a_close_mid_frame() {
+        let (mut peer, mut conn) = pair(TcpConfig::default());
+        let bytes = frame_bytes(2, 1, &[7; 100_000]);
+        peer.write_all(&bytes[..30_000]).unwrap();
+        let err = conn
+            .recv_for(Duration::from_millis(200), &|_| true)
+            .unwrap_err();
+        assert!(matches!(err, TransportError::Timeout(_)), "{err:?}");
+        let (mut peer, mut conn) = pair(TcpConfig::default());
+        peer.write_all(&bytes[..30_000]).unwrap();
+        drop(peer);
+        let err = conn
+            .recv_for(Duration::from_secs(5), &|_| true)
+            .unwrap_err();
+        assert!(
+            matches!(err, TransportError::Closed { mid_frame: true }),
+            "{err:?}"
+        );
     }
 }

@@ -127,6 +127,37 @@ impl Frame<'_> {
     }
 }
 
+/// A received frame: its payload borrowed from the connection's receive buffer, or read
+/// straight into a buffer of its own ([`Connection::recv_for`]).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Received<'a> {
+    /// As [`Connection::recv`] returns it.
+    Borrowed(Frame<'a>),
+    /// The checked header and the payload's own buffer.
+    Owned(Header, Vec<u8>),
+}
+
+impl Received<'_> {
+    /// The frame, borrowing the payload either way.
+    pub fn frame(&self) -> Frame<'_> {
+        match self {
+            Received::Borrowed(frame) => *frame,
+            Received::Owned(header, payload) => Frame {
+                header: *header,
+                payload,
+            },
+        }
+    }
+
+    /// The payload in a buffer of its own: the one it was received into, or a copy.
+    pub fn into_payload(self) -> Vec<u8> {
+        match self {
+            Received::Borrowed(frame) => frame.payload.to_vec(),
+            Received::Owned(_, payload) => payload,
+        }
+    }
+}
+
 /// One point-to-point connection, used from one thread at a time (a client, or a server before
 /// it hands the connection to a [`Poller`]).
 pub trait Connection: Send + fmt::Debug {
@@ -139,6 +170,19 @@ pub trait Connection: Send + fmt::Debug {
     fn flush(&mut self) -> Result<(), TransportError>;
     /// Flushes queued frames, then waits up to `timeout` for the next frame.
     fn recv(&mut self, timeout: Duration) -> Result<Frame<'_>, TransportError>;
+    /// As [`recv`](Self::recv), but a payload that `own` wants in a buffer of its own (it sees
+    /// the frame's header) may be read into one straight from the transport, which saves
+    /// the copy out of the receive buffer that [`Received::into_payload`] makes otherwise.
+    /// TCP does so for payloads of at least [`crate::TcpConfig::zero_copy_threshold`] bytes
+    /// that have not arrived whole yet; the default borrows, as `recv`.
+    fn recv_for(
+        &mut self,
+        timeout: Duration,
+        own: &dyn Fn(&Header) -> bool,
+    ) -> Result<Received<'_>, TransportError> {
+        let _ = own;
+        self.recv(timeout).map(Received::Borrowed)
+    }
     /// Sends [`Opcode::GOODBYE`] and closes the connection.
     fn close(&mut self) -> Result<(), TransportError>;
     /// The peer's address.

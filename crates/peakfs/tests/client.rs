@@ -562,7 +562,7 @@ fn a_full_write_pipeline_waits_for_its_oldest_write_not_for_the_first_server() {
 }
 
 #[test]
-fn a_strided_reader_gets_its_next_transfers_fetched_together() {
+fn a_strided_reader_keeps_its_next_transfers_in_flight() {
     let cl = Cluster::start(2);
     const XFER: usize = 5000;
     let mut w = cl.client();
@@ -592,9 +592,10 @@ fn a_strided_reader_gets_its_next_transfers_fetched_together() {
         );
         rpcs.push(r.rpcs_sent() - sent);
     }
-    // Two reads show the stride; the third fetches itself and the next three together, which
-    // then come from memory, and so on.
-    assert_eq!(rpcs, [1, 1, 4, 0, 0, 0, 4, 0, 0, 0], "requests per read");
+    // Two reads show the stride; the third sends itself and the next three, and every read
+    // after sends the one that keeps four in flight, until the end of the file: each transfer
+    // read once.
+    assert_eq!(rpcs, [1, 1, 4, 1, 1, 1, 1, 0, 0, 0], "requests per read");
     // A write through the descriptor drops what was read ahead.
     r.pwrite(fd, &pattern(99, XFER), 37 * XFER as u64).unwrap();
     assert!(r.pread(fd, XFER, 37 * XFER as u64).unwrap() == pattern(99, XFER));
@@ -616,6 +617,65 @@ fn a_strided_reader_gets_its_next_transfers_fetched_together() {
     assert_eq!(sent, [1, 1, 64]);
     let last = 65 * 30_000;
     assert!(r.pread(fd, 10, last as u64).unwrap() == body[last..last + 10]);
+    r.close(fd).unwrap();
+}
+
+/// A sequential reader of a file-based file: its read-ahead goes out as READs of
+/// `READ_PIECE` bytes, each byte read once, and a read returns the right bytes whether it
+/// takes one piece whole, parts of two, or crosses the end of the file. A write through the
+/// descriptor drops the reads in flight; the read after it sees the write.
+#[test]
+fn a_sequential_reader_keeps_its_read_ahead_in_flight_as_pieces() {
+    const PIECE: usize = peakfs::client::readahead::READ_PIECE as usize;
+    let cl = Cluster::start(2);
+    let file = Hint {
+        data: DataDist::File,
+        bigdir: false,
+    };
+    let mut w = cl.client();
+    w.mkdir("/seq", 0o755, Some(file)).unwrap();
+    let body = pattern(7, 10 * PIECE + 1234);
+    let fd = w.create("/seq/f", 0o644).unwrap();
+    w.pwrite(fd, &body, 0).unwrap();
+    w.close(fd).unwrap();
+    let opts = peakfs::client::ClientOptions {
+        read_ahead: 4 * PIECE,
+        ..Cluster::options()
+    };
+    let mut r = peakfs::client::Client::connect(&cl.master_addr, opts).unwrap();
+    let fd = r.open("/seq/f", libc::O_RDWR, 0).unwrap();
+    let mut rpcs = Vec::new();
+    let mut at = 0;
+    // Whole pieces, then reads that straddle pieces, then one past the end.
+    let lens = [
+        PIECE,
+        PIECE,
+        PIECE / 2,
+        PIECE,
+        PIECE,
+        PIECE / 2,
+        3 * PIECE,
+        4 * PIECE,
+    ];
+    for len in lens {
+        let sent = r.rpcs_sent();
+        let got = r.pread(fd, len, at as u64).unwrap();
+        let want = &body[at.min(body.len())..(at + len).min(body.len())];
+        assert!(got == want, "read of {len} at {at}");
+        rpcs.push(r.rpcs_sent() - sent);
+        at += len;
+    }
+    // 11 pieces in all (the last one short), each sent once; the read past the end asks the
+    // size first (GETATTR).
+    assert_eq!(rpcs, [4, 1, 1, 0, 1, 1, 1, 3], "requests per read");
+    assert!(r.pread(fd, 10, body.len() as u64).unwrap().is_empty());
+    // Back to the start: the reads in flight go, the new ones read the file again.
+    assert!(r.pread(fd, PIECE, 0).unwrap() == body[..PIECE]);
+    // A piece ahead, in flight or arrived, is dropped by a write through the descriptor.
+    let patch = pattern(8, 1000);
+    r.pwrite(fd, &patch, 2 * PIECE as u64 + 10).unwrap();
+    let got = r.pread(fd, PIECE, PIECE as u64 * 2).unwrap();
+    assert!(got[10..1010] == patch[..] && got[..10] == body[2 * PIECE..2 * PIECE + 10]);
     r.close(fd).unwrap();
 }
 

@@ -226,23 +226,25 @@ impl Conns {
         let Some(rpc) = s.rpc.as_mut() else {
             return Err(ClientError::Internal("connection vanished"));
         };
-        let reply = match rpc.next_reply() {
-            Ok(frame) => {
-                let id = frame.header.request_id;
+        // Only a waiting caller reads the bytes: a large reply for one is received straight
+        // into a buffer of its own, the others' are not copied at all.
+        let pending = &s.pending;
+        let reply = match rpc.next_reply_for(&|h| pending.get(&h.request_id) == Some(&Tag::Sync)) {
+            Ok(received) => {
+                let id = received.frame().header.request_id;
                 match s.pending.remove(&id) {
                     // A reply to nothing we sent: the stream is out of sync, start over.
                     None => Err(TransportError::Busy {
                         in_flight: id as usize,
                     }),
                     Some(tag) => {
-                        let result = match frame.error() {
+                        let result = match received.frame().error() {
                             Some(Ok((code, message))) => Err(ClientError::Refused {
                                 errno: Errno::from_error_code(code),
                                 message: message.to_owned(),
                             }),
                             Some(Err(e)) => Err(ClientError::Protocol(e.to_string())),
-                            // Only a waiting caller reads the bytes: no copy for the others.
-                            None if tag == Tag::Sync => Ok(frame.payload.to_vec()),
+                            None if tag == Tag::Sync => Ok(received.into_payload()),
                             None => Ok(Vec::new()),
                         };
                         Ok((id, tag, result))
@@ -330,6 +332,25 @@ impl Conns {
         self.wait(t)
     }
 
+    /// Gives up on `t`: its reply, arrived or to come, is dropped (a read sent ahead that the
+    /// reader no longer wants).
+    pub fn abandon(&mut self, t: Ticket) {
+        let s = &mut self.servers[t.server as usize];
+        if s.done.remove(&t.id).is_none()
+            && let Some(tag) = s.pending.get_mut(&t.id)
+        {
+            *tag = Tag::Discard;
+        }
+    }
+
+    /// Sends what [`Self::submit`] queued, to every server. A connection that fails here
+    /// fails its requests, which their waits return.
+    pub fn flush_all(&mut self) {
+        for s in 0..self.servers() {
+            let _ = self.flush(s);
+        }
+    }
+
     /// Sends every request, then waits for every reply (one round trip for independent
     /// requests; requests to the same slice are processed in order).
     pub fn call_many(&mut self, reqs: &[(u64, Request<'_>)]) -> Vec<Result<Vec<u8>, ClientError>> {
@@ -337,9 +358,7 @@ impl Conns {
             return Vec::new();
         }
         let tickets: Vec<_> = reqs.iter().map(|(l, r)| self.submit(*l, r)).collect();
-        for s in 0..self.servers() {
-            let _ = self.flush(s);
-        }
+        self.flush_all();
         tickets
             .into_iter()
             .map(|t| t.and_then(|t| self.wait(t)))

@@ -11,8 +11,10 @@
 //!   the home slice (a WRITE there raises the size itself: a small file costs CREATE + WRITE);
 //!   `fsync` also makes every slice written since the last commit durable (FSYNC). Data is visible to other clients
 //!   after `fsync` or `close` (commit consistency), not before;
-//! - a read cache with read-ahead per open file (block- and file-distributed data): a short
-//!   read fetches [`ClientOptions::read_ahead`] bytes and serves the next reads from them;
+//! - a read cache with read-ahead per open file ([`readahead`]): a short read of block- or
+//!   file-distributed data keeps [`ClientOptions::read_ahead`] bytes ahead of the reader in
+//!   flight, as READs of at most [`readahead::READ_PIECE`] bytes, and a strided reader's next
+//!   transfers; a read returns when the READs holding its bytes are answered;
 //! - zero copy where the transport allows it: write data goes from the caller's buffer to the
 //!   socket as its own `writev` slice (fabric sends payloads ≥ 16 KiB without copying).
 //!
@@ -34,6 +36,7 @@
 pub mod conn;
 pub mod dcache;
 pub mod filemap;
+pub mod readahead;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -51,6 +54,7 @@ use crate::pstore::table::{U64Map, U64Set};
 use conn::Conns;
 use dcache::DentryCache;
 use filemap::{FileMap, OfIno};
+use readahead::{READ_PIECE, ReadAhead, Stream};
 
 /// Errors of client operations.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -228,9 +232,8 @@ struct OpenFile {
     dirty: BTreeMap<(u32, u32), u64>,
     /// The server keeps read-ahead state for this file (CLOSE drops it).
     read_sent: bool,
-    /// The read cache: runs of bytes, each at its offset (one run read ahead of a sequential
-    /// reader, or the next transfers of a strided one).
-    cache: Vec<(u64, Vec<u8>)>,
+    /// The read cache with the reads sent ahead.
+    ahead: ReadAhead,
     /// The last read, `(offset, length, distance from the read before)`: a strided reader
     /// shows the same distance and length twice.
     last_read: Option<(u64, usize, u64)>,
@@ -246,19 +249,25 @@ impl OfIno for OpenFile {
 const STRIDED_AHEAD: u64 = 64;
 
 /// The data requests of bytes `[offset, offset + len)` of file `ino`, as `(λ, offset, len)`:
-/// the layout's pieces, cut at [`MAX_IO`] (writers and readers cut alike).
+/// the layout's pieces, cut at `piece` bytes, or at [`MAX_IO`] for I/O-based data (whose λ
+/// is the offset's: writers and readers cut it alike).
 fn io_requests(
     layout: &Layout,
     ino: u64,
     dist: DataDist,
     offset: u64,
     len: u64,
+    piece: u64,
 ) -> Vec<(u64, u64, u64)> {
+    let cut = match dist {
+        DataDist::Io => u64::from(MAX_IO),
+        DataDist::Block | DataDist::File => piece.clamp(1, u64::from(MAX_IO)),
+    };
     let mut requests = Vec::new();
     for p in layout.split(ino, dist, offset, len) {
         let mut at = p.offset;
         while at < p.offset + p.len {
-            let n = (p.offset + p.len - at).min(u64::from(MAX_IO));
+            let n = (p.offset + p.len - at).min(cut);
             let l = if at == p.offset {
                 p.lambda
             } else {
@@ -1033,8 +1042,9 @@ impl Client {
         if size < old.size {
             self.truncate_remote(ino, old.hint.data, size, old.size)?;
         }
+        let conns = &mut self.conns;
         self.files.for_each_of_ino(ino, |f| {
-            f.cache.clear();
+            f.ahead.clear(conns);
             f.size = size;
             f.written_end = f.written_end.map(|e| e.min(size));
         });
@@ -1121,7 +1131,7 @@ impl Client {
                 written_end: None,
                 dirty: BTreeMap::new(),
                 read_sent: false,
-                cache: Vec::new(),
+                ahead: ReadAhead::default(),
                 last_read: None,
             },
         );
@@ -1186,9 +1196,16 @@ impl Client {
         if data.is_empty() {
             return Ok(0);
         }
-        f.cache.clear();
+        f.ahead.clear(&mut self.conns);
         let (ino, dist) = (f.ino, f.dist);
-        let pieces = io_requests(&layout, ino, dist, offset, data.len() as u64);
+        let pieces = io_requests(
+            &layout,
+            ino,
+            dist,
+            offset,
+            data.len() as u64,
+            u64::from(MAX_IO),
+        );
         for (l, at, n) in pieces {
             let s = (at - offset) as usize;
             let req = Request::Write {
@@ -1279,7 +1296,8 @@ impl Client {
     pub fn close(&mut self, fd: u64) -> Result<()> {
         let committed = self.commit(fd, false);
         self.conns.forget(fd);
-        let f = self.files.remove(fd).ok_or(ClientError::BadFd(fd))?;
+        let mut f = self.files.remove(fd).ok_or(ClientError::BadFd(fd))?;
+        f.ahead.clear(&mut self.conns);
         if f.read_sent {
             let _ = self.call(home_lambda(f.ino), &Request::Close { ino: f.ino });
         }
@@ -1292,64 +1310,40 @@ impl Client {
         committed.and(freed)
     }
 
-    /// Reads bytes `[offset, offset + len)` of file `ino` from the slices (holes are zeros).
-    fn fetch(&mut self, ino: u64, dist: DataDist, offset: u64, len: u64) -> Result<Vec<u8>> {
-        let mut runs = self.fetch_many(ino, dist, &[(offset, len)])?;
-        runs.pop()
-            .ok_or(ClientError::Internal("a fetch of one range returned none"))
+    /// Sends the READs of bytes `[at, at + len)` of open file `fd` into its read-ahead (not
+    /// flushed).
+    fn send_reads(&mut self, fd: u64, at: u64, len: u64) -> Result<()> {
+        let f = self.files.get_mut(fd).ok_or(ClientError::BadFd(fd))?;
+        let (ino, dist) = (f.ino, f.dist);
+        f.read_sent = true;
+        for (lambda, offset, n) in io_requests(&self.layout, ino, dist, at, len, READ_PIECE) {
+            let req = Request::Read {
+                ino,
+                offset,
+                len: n as u32,
+            };
+            let t = self.conns.submit(lambda, &req)?;
+            f.ahead.push(offset, n, t);
+        }
+        Ok(())
     }
 
-    /// Reads each `(offset, len)` range of file `ino` from the slices, the requests of all of
-    /// them in flight together (holes are zeros).
-    fn fetch_many(
-        &mut self,
-        ino: u64,
-        dist: DataDist,
-        ranges: &[(u64, u64)],
-    ) -> Result<Vec<Vec<u8>>> {
-        // Every request: its range's index, λ, offset and length.
-        let mut pieces = Vec::new();
-        for (r, &(offset, len)) in ranges.iter().enumerate() {
-            let requests = io_requests(&self.layout, ino, dist, offset, len);
-            pieces.extend(requests.into_iter().map(|(l, at, n)| (r, l, at, n)));
-        }
-        let reqs: Vec<_> = pieces
-            .iter()
-            .map(|&(_, l, at, n)| {
-                (
-                    l,
-                    Request::Read {
-                        ino,
-                        offset: at,
-                        len: n as u32,
-                    },
-                )
-            })
-            .collect();
-        let replies = self.conns.call_many(&reqs);
-        let mut out: Vec<Vec<u8>> = vec![Vec::new(); ranges.len()];
-        let mut per_range = vec![0usize; ranges.len()];
-        for &(r, ..) in &pieces {
-            per_range[r] += 1;
-        }
-        for ((r, _, _, n), reply) in pieces.into_iter().zip(replies) {
-            let mut b = reply?;
-            if per_range[r] == 1 {
-                // One piece per range: its reply is the data (short before a hole's end), no
-                // copy.
-                b.resize(n as usize, 0);
-                out[r] = b;
-                continue;
+    /// Sends what `fd`'s read-ahead stream wants next, for a reader of `[offset, end)`:
+    /// everything up to `end`, then ranges while the bytes held from `offset` on stay within
+    /// the stream's budget (and the file).
+    fn send_ahead(&mut self, fd: u64, offset: u64, end: u64) -> Result<()> {
+        loop {
+            let f = self.file(fd)?;
+            let size = f.size.max(f.written_end.unwrap_or(0));
+            let Some(s) = f.ahead.stream() else {
+                return Ok(());
+            };
+            if s.next >= size || (s.next >= end && f.ahead.ahead_of(offset) + s.len > s.budget) {
+                return Ok(());
             }
-            if out[r].is_empty() {
-                out[r].reserve_exact(ranges[r].1 as usize);
-            }
-            let take = b.len().min(n as usize);
-            out[r].extend_from_slice(&b[..take]);
-            let filled = out[r].len() + (n as usize - take);
-            out[r].resize(filled, 0);
+            f.ahead.advance(s.next + s.step);
+            self.send_reads(fd, s.next, s.len.min(size - s.next))?;
         }
-        Ok(out)
     }
 
     /// Reads up to `len` bytes at `offset` of open file `fd` (short at the end of file).
@@ -1359,12 +1353,12 @@ impl Client {
             self.commit(fd, false)?;
         }
         let ra = self.opts.read_ahead as u64;
-        let f = self.file(fd)?;
+        let f = self.files.get_mut(fd).ok_or(ClientError::BadFd(fd))?;
         let (ino, dist) = (f.ino, f.dist);
         let want_end = offset.saturating_add(len as u64);
         // The same length at the same distance from the last read as that one from the read
         // before, with a gap between: a strided reader (an N-1 reader taking every Nth
-        // transfer). Its next transfers are fetched together (strided read-ahead).
+        // transfer). Its next transfers are read ahead.
         let stride = match f.last_read {
             Some((o, l, d)) if offset > o => {
                 let distance = offset - o;
@@ -1376,14 +1370,6 @@ impl Client {
                 None
             }
         };
-        if let Some((at, buf)) = f
-            .cache
-            .iter()
-            .find(|(at, buf)| offset >= *at && want_end <= *at + buf.len() as u64)
-        {
-            let s = (offset - at) as usize;
-            return Ok(buf[s..s + len].to_vec());
-        }
         let mut size = f.size.max(f.written_end.unwrap_or(0));
         if want_end > size {
             // Another client may have committed more since.
@@ -1392,40 +1378,50 @@ impl Client {
             f.size = size;
             size = size.max(f.written_end.unwrap_or(0));
         }
-        if offset >= size {
+        if offset >= size || len == 0 {
             return Ok(Vec::new());
         }
         let n = (size - offset).min(len as u64);
-        if let Some(stride) = stride.filter(|_| ra > n) {
-            // This transfer and the pattern's next ones, as many as the read-ahead holds (at
-            // most STRIDED_AHEAD requests: tiny reads far apart would make thousands).
-            let ranges: Vec<(u64, u64)> = (0..(ra / n).min(STRIDED_AHEAD))
-                .map(|k| offset + k * stride)
-                .take_while(|&at| at < size)
-                .map(|at| (at, (size - at).min(n)))
-                .collect();
-            let mut runs = self.fetch_many(ino, dist, &ranges)?;
-            let f = self.file(fd)?;
-            f.read_sent = true;
-            let first = std::mem::take(&mut runs[0]);
-            f.cache = ranges.iter().map(|&(at, _)| at).zip(runs).skip(1).collect();
-            return Ok(first);
+        let end = offset + n;
+        let f = self.files.get_mut(fd).ok_or(ClientError::BadFd(fd))?;
+        // Held already, or held up to where a sequential stream goes on from.
+        let held = f.ahead.covers(offset, end)
+            || f.ahead.stream().is_some_and(|s| {
+                s.step == s.len && offset <= s.next && f.ahead.covers(offset, s.next)
+            });
+        if !held {
+            f.ahead.clear(&mut self.conns);
+            let stream = if let Some(stride) = stride.filter(|_| ra > n) {
+                // At most STRIDED_AHEAD transfers: tiny reads far apart would make thousands.
+                Some(Stream {
+                    next: offset,
+                    len: n,
+                    step: stride,
+                    budget: (ra / n).min(STRIDED_AHEAD) * n,
+                })
+            } else if dist != DataDist::Io && n < ra {
+                Some(Stream {
+                    next: offset,
+                    len: READ_PIECE.min(ra),
+                    step: READ_PIECE.min(ra),
+                    budget: ra,
+                })
+            } else {
+                None
+            };
+            f.ahead.restart(stream);
+            if stream.is_none() {
+                self.send_reads(fd, offset, n)?;
+            }
         }
-        let fetch_len = if dist != DataDist::Io && n < ra {
-            ra.min(size - offset)
-        } else {
-            n
-        };
-        let mut data = self.fetch(ino, dist, offset, fetch_len)?;
-        let f = self.file(fd)?;
-        f.read_sent = true;
-        if fetch_len > n {
-            let out = data[..n as usize].to_vec();
-            f.cache = vec![(offset, data)];
-            return Ok(out);
+        let sent = self.send_ahead(fd, offset, end);
+        self.conns.flush_all();
+        let f = self.files.get_mut(fd).ok_or(ClientError::BadFd(fd))?;
+        if let Err(e) = sent {
+            f.ahead.clear(&mut self.conns);
+            return Err(e);
         }
-        data.truncate(n as usize);
-        Ok(data)
+        f.ahead.take(&mut self.conns, offset, end)
     }
 
     /// Reads at the file position and advances it.
