@@ -318,6 +318,50 @@ fn a_block_written_from_its_middle_takes_pages_from_there_only() {
     check_pages(&mut s);
 }
 
+/// A fresh run takes pages another file used: the bytes of the run that no write has given a
+/// value (before the data in its first page, after it in its last, the pages that round the run
+/// up) read as zeros, then and after a later write inside the run.
+#[test]
+fn a_fresh_run_on_reused_pages_reads_zeros_wherever_nothing_was_written() {
+    let (_c, dev) = swarm(32 << 20, 4096);
+    let mut cfg = small_config(4096);
+    cfg.block_pages = 16;
+    let mut s = PStore::format(dev, &cfg).unwrap();
+    // Every data page holds 0xAB, so that the runs below must take some of them.
+    let old = s.create(1, b"old", REG, 0, 0, Hint::default()).unwrap();
+    let block = vec![0xAB; 16 * 4096];
+    let mut at = 0;
+    while s.write(old.ino, at, &block).is_ok() {
+        at += block.len() as u64;
+    }
+    let mut page = vec![0xAB; 4096];
+    while s.write(old.ino, at, &page).is_ok() {
+        at += 4096;
+    }
+    page.truncate(1);
+    assert!(s.write(old.ino, at, &page).is_err(), "a page left free");
+    s.fsync().unwrap();
+    s.truncate(old.ino, 0).unwrap();
+    s.fsync().unwrap();
+    let f = s.create(1, b"f", REG, 0, 0, Hint::default()).unwrap();
+    let mut model = vec![0u8; 65_536 + 14_010];
+    let mut write = |s: &mut PStore, at: usize, data: &[u8]| {
+        s.write(f.ino, at as u64, data).unwrap();
+        model[at..at + data.len()].copy_from_slice(data);
+        let mut back = vec![0xEE; model.len()];
+        let n = s.read(f.ino, 0, &mut back).unwrap();
+        assert!(back[..n] == model[..n], "contents after a write at {at}");
+    };
+    // Block 1 from byte 100 to 9,100: pages 0..3 of the block, rounded up to a run of 4.
+    write(&mut s, 65_536 + 100, &[7; 9000]);
+    // Page 3 of that run, which only the rounding took: its other bytes stay zeros.
+    write(&mut s, 65_536 + 14_000, &[9; 10]);
+    // A run of whole pages and partial ends across a block boundary.
+    write(&mut s, 3000, &[5; 40_000]);
+    s.fsync().unwrap();
+    check_pages(&mut s);
+}
+
 #[test]
 fn small_writes_are_staged_read_back_and_made_durable_by_fsync() {
     let (ssd, dev) = swarm(32 << 20, 4096);

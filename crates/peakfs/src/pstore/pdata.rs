@@ -76,6 +76,8 @@ pub(super) const NO_DATA_PAGES: &str = "data pages";
 const STAGE_PAGES: usize = 4;
 /// Staged pages are written out once there are more than this many.
 const STAGED_MAX: usize = 256;
+/// Zeros that pad fresh runs on the device (16 pages at a time).
+static ZERO_PAGES: [u8; 16 * PAGE] = [0; 16 * PAGE];
 
 /// The pages of a write-out by zone page: what its keyed writes send.
 impl KeyedPages for BTreeMap<u64, Box<[u8]>> {
@@ -165,6 +167,49 @@ impl PData {
             return Ok(());
         }
         self.stage(zone, at, buf)
+    }
+
+    /// Puts the `pages` pages from zone page `at` on: `data` at byte `lead` (less than a page)
+    /// of the first, zeros around it. Only the partial first and last pages are built here;
+    /// the whole pages between are `data` itself and the pages after it a shared zero page.
+    fn put_zero_padded<'a>(
+        &mut self,
+        zone: &Zone,
+        at: u64,
+        pages: usize,
+        lead: usize,
+        data: &'a [u8],
+        direct: &mut DirectWrites<'a>,
+    ) -> Result<(), PStoreError> {
+        debug_assert!(lead < PAGE && lead + data.len() <= pages * PAGE);
+        let (mut page, mut used) = (0usize, 0usize);
+        if lead > 0 || data.len() < PAGE {
+            let n = (PAGE - lead).min(data.len());
+            let mut first = vec![0u8; PAGE];
+            first[lead..lead + n].copy_from_slice(&data[..n]);
+            self.put_pages(zone, at, Cow::Owned(first), direct)?;
+            (page, used) = (1, n);
+        }
+        let whole = (data.len() - used) / PAGE;
+        if whole > 0 {
+            let middle = &data[used..used + whole * PAGE];
+            self.put_pages(zone, at + page as u64, Cow::Borrowed(middle), direct)?;
+            page += whole;
+            used += whole * PAGE;
+        }
+        if used < data.len() {
+            let mut last = vec![0u8; PAGE];
+            last[..data.len() - used].copy_from_slice(&data[used..]);
+            self.put_pages(zone, at + page as u64, Cow::Owned(last), direct)?;
+            page += 1;
+        }
+        while page < pages {
+            let n = (pages - page).min(ZERO_PAGES.len() / PAGE);
+            let zeros = Cow::Borrowed(&ZERO_PAGES[..n * PAGE]);
+            self.put_pages(zone, at + page as u64, zeros, direct)?;
+            page += n;
+        }
+        Ok(())
     }
 
     /// Stages whole pages at zone page `at` (sent to the device once too many are staged).
@@ -546,6 +591,20 @@ impl PData {
         if off == base && data.len() == pages as usize * PAGE {
             // The data fills the new run and covers all of the old one.
             self.put_pages(zone, self.base + new.start, Cow::Borrowed(data), direct)?;
+            return Ok(new);
+        }
+        if run.is_none() {
+            // A fresh run (`base` is the data's first page): the data goes as it is, with its
+            // partial first and last pages and the padding after it put around it, rather
+            // than copied into a zeroed buffer of the whole run.
+            self.put_zero_padded(
+                zone,
+                self.base + new.start,
+                pages as usize,
+                off - base,
+                data,
+                direct,
+            )?;
             return Ok(new);
         }
         // Zero-filled so that bytes never written read as zeros after a later extension.
