@@ -16,7 +16,9 @@
 //!   flight, as READs of at most [`readahead::READ_PIECE`] bytes, and a strided reader's next
 //!   transfers; a read returns when the READs holding its bytes are answered;
 //! - zero copy where the transport allows it: write data goes from the caller's buffer to the
-//!   socket as its own `writev` slice (fabric sends payloads ≥ 16 KiB without copying).
+//!   socket as its own `writev` slice (fabric sends payloads ≥ 16 KiB without copying), and a
+//!   large reply that a caller waits for is received from the socket into the buffer the read
+//!   returns ([`fabric::Connection::recv_for`]), not copied out of the receive buffer.
 //!
 //! Every request is bounded by [`ClientOptions::timeout`]: an unreachable or dead server is an
 //! error ([`ClientError::Unreachable`]), never a hang.
