@@ -7,7 +7,9 @@
 //! workers at once (the driver writes the phase to every worker before reading any result);
 //! a phase's throughput is the sum of operations over the span from the earliest start to the
 //! latest end. Each phase also reports the requests its operations sent (`rpcs_per_op`: a
-//! small-file create needs two, CREATE and WRITE; the other metadata ops one). Phases that run
+//! small-file create needs two, CREATE and WRITE; the other metadata ops one) and the CPU
+//! time its processes' threads spent per operation (`client_cpu_us_per_op`, from
+//! getrusage: what the client side costs, whatever waits on the servers). Phases that run
 //! one operation at a time (`echo-spread`, `echo-routed`, `mdtest-*`) also time each operation
 //! in every process, and their record carries the merged `latency_us`: a
 //! bigdir phase that trails `echo-spread` by a shifted median costs more per operation, one
@@ -75,6 +77,7 @@ use serde::{Deserialize, Serialize};
 use crate::client::{Client, ClientError, ClientOptions};
 use crate::local_cluster::wait_or_kill;
 use crate::placement::{DataDist, Hint, home_lambda, name_lambda};
+use crate::usage::ThreadUsage;
 
 /// Bytes of an mdtest "small file".
 pub const SMALL_FILE: usize = 3901;
@@ -164,6 +167,9 @@ pub struct PhaseResult {
     /// Requests (RPCs) sent.
     #[serde(default)]
     pub rpcs: u64,
+    /// CPU time of the process's thread that ran the phase (user and system), ns.
+    #[serde(default)]
+    pub cpu_ns: u64,
     /// Start, ns since the epoch.
     pub start_ns: u128,
     /// End, ns since the epoch.
@@ -486,6 +492,7 @@ impl Worker {
             let iteration = words.next().map(str::parse::<usize>);
             let sent = self.client.rpcs_sent();
             self.latency = LatencyRecorder::new();
+            let usage = ThreadUsage::now();
             let start_ns = epoch_ns();
             let r = match iteration {
                 None => self.run(name, 0),
@@ -496,12 +503,14 @@ impl Worker {
                 }),
             };
             let end_ns = epoch_ns();
+            let cpu_ns = ThreadUsage::now().since(&usage).cpu.as_nanos() as u64;
             let rpcs = self.client.rpcs_sent() - sent;
             let res = match r {
                 Ok((ops, bytes)) => PhaseResult {
                     ops,
                     bytes,
                     rpcs,
+                    cpu_ns,
                     start_ns,
                     end_ns,
                     home_slot: (name == "echo-home").then_some(self.home),
@@ -512,6 +521,7 @@ impl Worker {
                     ops: 0,
                     bytes: 0,
                     rpcs,
+                    cpu_ns,
                     start_ns,
                     end_ns,
                     home_slot: None,
@@ -571,6 +581,8 @@ pub struct Phase {
     pub bytes: u64,
     /// Requests sent.
     pub rpcs: u64,
+    /// CPU time of the client processes' threads that ran it, summed.
+    pub client_cpu: Duration,
     /// Earliest start to latest end.
     pub duration: Duration,
     /// The quickest process's own start to end.
@@ -597,6 +609,7 @@ impl Phase {
             ops: 0,
             bytes: 0,
             rpcs: 0,
+            client_cpu: Duration::ZERO,
             duration: Duration::ZERO,
             fastest_proc: Duration::MAX,
             slowest_proc: Duration::ZERO,
@@ -607,6 +620,7 @@ impl Phase {
             total.ops += run.ops;
             total.bytes += run.bytes;
             total.rpcs += run.rpcs;
+            total.client_cpu += run.client_cpu;
             total.duration += run.duration;
             total.fastest_proc = total.fastest_proc.min(run.fastest_proc);
             total.slowest_proc = total.slowest_proc.max(run.slowest_proc);
@@ -686,7 +700,7 @@ fn run_phase(procs: &mut [Proc], name: &str, iteration: usize) -> Result<Phase, 
         writeln!(stdin, "{name} {iteration}")?;
         stdin.flush()?;
     }
-    let (mut ops, mut bytes, mut rpcs) = (0, 0, 0);
+    let (mut ops, mut bytes, mut rpcs, mut cpu_ns) = (0, 0, 0, 0);
     let (mut start, mut end) = (u128::MAX, 0u128);
     let (mut fastest, mut slowest) = (u128::MAX, 0u128);
     let mut home_slots = Vec::new();
@@ -707,6 +721,7 @@ fn run_phase(procs: &mut [Proc], name: &str, iteration: usize) -> Result<Phase, 
         ops += r.ops;
         bytes += r.bytes;
         rpcs += r.rpcs;
+        cpu_ns += r.cpu_ns;
         start = start.min(r.start_ns);
         end = end.max(r.end_ns);
         let took = r.end_ns.saturating_sub(r.start_ns);
@@ -727,6 +742,7 @@ fn run_phase(procs: &mut [Proc], name: &str, iteration: usize) -> Result<Phase, 
         ops,
         bytes,
         rpcs,
+        client_cpu: Duration::from_nanos(cpu_ns),
         duration: span,
         fastest_proc: ns_duration(fastest),
         slowest_proc: ns_duration(slowest),
@@ -895,6 +911,10 @@ pub fn drive(
         let rpcs_per_op = r.rpcs as f64 / r.ops.max(1) as f64;
         b = b
             .extra("rpcs_per_op", rpcs_per_op)
+            .extra(
+                "client_cpu_us_per_op",
+                r.client_cpu.as_secs_f64() * 1e6 / r.ops.max(1) as f64,
+            )
             .extra("fastest_proc_s", r.fastest_proc.as_secs_f64())
             .extra("slowest_proc_s", r.slowest_proc.as_secs_f64());
         if r.latency.samples() > 0 {

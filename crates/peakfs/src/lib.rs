@@ -9,6 +9,7 @@
 //! - [`fuse`]: `peakfs mount`, FUSE over the client library.
 //! - [`server`]: a storage server: RingSched over PStore slices (§III-B).
 //! - [`local_cluster`]: a master and servers as child processes on loopback.
+//! - [`usage`]: a thread's CPU time, page faults and context switches (getrusage).
 
 pub mod bench;
 pub mod client;
@@ -20,3 +21,4 @@ pub mod placement;
 pub mod protocol;
 pub mod pstore;
 pub mod server;
+pub mod usage;

@@ -94,6 +94,15 @@ fn every_phase_counts_the_operations_of_all_processes_at_one_request_each() {
             "{}",
             r.workload
         );
+        // The client threads' CPU time fits in their spans (with a scheduler tick each of
+        // slack: getrusage may count in ticks).
+        let cpu_us = r.extra["client_cpu_us_per_op"].as_f64().unwrap() * r.ops as f64;
+        let spans_us = (slowest * 1e6 + 10_000.0) * cfg.procs as f64;
+        assert!(
+            (0.0..=spans_us).contains(&cpu_us),
+            "{}: {cpu_us} us of CPU against {spans_us} us of processes",
+            r.workload
+        );
         // The phases that run one operation at a time time each one, in every process.
         let timed = r.workload.starts_with("mdtest")
             || r.workload == "echo-spread"

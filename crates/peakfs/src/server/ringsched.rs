@@ -43,6 +43,7 @@ use super::readcache::{CacheHit, ReadCache};
 use super::slice::{Failure, Slice};
 use crate::placement::Layout;
 use crate::protocol::{Errno, ProtoError, Request, hello_thread, op, xfer_reply_len};
+use crate::usage::ThreadUsage;
 
 /// How long an idle worker sleeps in its poller before it re-checks the stop flag.
 const IDLE_WAIT: Duration = Duration::from_millis(20);
@@ -669,7 +670,7 @@ impl Worker {
         if let Err(e) = self.slice.store().defer_settle(true) {
             tracing::error!(worker = self.me, error = %e, "settling the store failed");
         }
-        let usage_at_start = thread_usage();
+        let usage_at_start = ThreadUsage::now();
         // Cores named for the workers are theirs alone: a spinning worker need not yield.
         let own_core = self.cfg.pin && !self.cfg.cpus.is_empty();
         let mut last_usage = Instant::now() - USAGE_EVERY;
@@ -765,9 +766,7 @@ impl Worker {
                     let _ = poller.poll(Some(Duration::ZERO), |_, _| {});
                     let served = self.slice.store().stats();
                     // Before the stopping checkpoint: what serving cost.
-                    let now = thread_usage();
-                    let [faults, switches, preempted] =
-                        std::array::from_fn::<i64, 3, _>(|k| now[k] - usage_at_start[k]);
+                    let used = ThreadUsage::now().since(&usage_at_start);
                     if let Err(e) = self.slice.store().checkpoint() {
                         tracing::error!(worker = self.me, error = %e, "checkpoint failed");
                     }
@@ -794,9 +793,9 @@ impl Worker {
                         pump_max_us_ms_stalls_ms = self.pump_work.line(),
                         frames = self.frames,
                         busy_ms = %format_args!("{:.1}", self.busy.as_secs_f64() * 1e3),
-                        minor_faults = faults,
-                        voluntary_switches = switches,
-                        involuntary_switches = preempted,
+                        minor_faults = used.minor_faults,
+                        voluntary_switches = used.voluntary_switches,
+                        involuntary_switches = used.involuntary_switches,
                         "worker stopped"
                     );
                     return Ok(());
@@ -1127,21 +1126,6 @@ impl Worker {
         }
         handled
     }
-}
-
-/// This thread's page faults (minor) and context switches (voluntary, involuntary) so far, from
-/// getrusage(RUSAGE_THREAD); zeros where it fails. A worker's stop line gives what its run
-/// added: first-touch faults of growing tables, and preemptions by other threads.
-fn thread_usage() -> [i64; 3] {
-    // SAFETY: `ru` is a plain C struct owned by this frame that getrusage fills in.
-    let (rc, ru) = unsafe {
-        let mut ru: libc::rusage = std::mem::zeroed();
-        (libc::getrusage(libc::RUSAGE_THREAD, &mut ru), ru)
-    };
-    if rc != 0 {
-        return [0; 3];
-    }
-    [ru.ru_minflt, ru.ru_nvcsw, ru.ru_nivcsw]
 }
 
 /// Pins the calling thread (worker `worker`) to `core` (best effort: a core that does not exist
