@@ -508,6 +508,17 @@ impl TcpConnection {
         }
     }
 
+    /// The next whole frame in the receive buffer, if there is one: its header and where its
+    /// payload lies; the peer's GOODBYE is [`TransportError::Closed`].
+    fn next_buffered(&mut self) -> Result<Option<(Header, Range<usize>)>, TransportError> {
+        match self.recv.next(self.config.max_payload)? {
+            Some((header, _)) if header.opcode == Opcode::GOODBYE => {
+                Err(TransportError::Closed { mid_frame: false })
+            }
+            next => Ok(next),
+        }
+    }
+
     /// Waits for more bytes in the receive buffer (sending what is queued first): some
     /// arrived, or an interrupted wait; an error when `wait` runs out or the peer closed.
     fn receive_more(&mut self, wait: &mut Wait) -> Result<(), TransportError> {
@@ -618,10 +629,7 @@ impl Connection for TcpConnection {
     fn recv(&mut self, timeout: Duration) -> Result<Frame<'_>, TransportError> {
         let mut wait = Wait::new(timeout);
         loop {
-            if let Some((header, payload)) = self.recv.next(self.config.max_payload)? {
-                if header.opcode == Opcode::GOODBYE {
-                    return Err(TransportError::Closed { mid_frame: false });
-                }
+            if let Some((header, payload)) = self.next_buffered()? {
                 return Ok(Frame {
                     header,
                     payload: &self.recv.buf[payload],
@@ -647,10 +655,7 @@ impl Connection for TcpConnection {
                 self.receive_rest(&mut payload, header.payload_len as usize, &wait)?;
                 return Ok(Received::Owned(header, payload));
             }
-            if let Some((header, payload)) = self.recv.next(self.config.max_payload)? {
-                if header.opcode == Opcode::GOODBYE {
-                    return Err(TransportError::Closed { mid_frame: false });
-                }
+            if let Some((header, payload)) = self.next_buffered()? {
                 return Ok(Received::Borrowed(Frame {
                     header,
                     payload: &self.recv.buf[payload],

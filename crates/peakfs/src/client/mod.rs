@@ -241,6 +241,14 @@ struct OpenFile {
     last_read: Option<(u64, usize, u64)>,
 }
 
+impl OpenFile {
+    /// The file's size as this descriptor sees it: the size last seen at the home slice, or
+    /// the end of its own uncommitted writes.
+    fn seen_size(&self) -> u64 {
+        self.size.max(self.written_end.unwrap_or(0))
+    }
+}
+
 impl OfIno for OpenFile {
     fn ino(&self) -> u64 {
         self.ino
@@ -1186,11 +1194,7 @@ impl Client {
         if !f.writable {
             return Err(Errno(libc::EBADF).into());
         }
-        let offset = if f.append {
-            f.size.max(f.written_end.unwrap_or(0))
-        } else {
-            offset
-        };
+        let offset = if f.append { f.seen_size() } else { offset };
         let end = offset
             .checked_add(data.len() as u64)
             .filter(|e| *e <= i64::MAX as u64)
@@ -1336,7 +1340,7 @@ impl Client {
     fn send_ahead(&mut self, fd: u64, offset: u64, end: u64) -> Result<()> {
         loop {
             let f = self.file(fd)?;
-            let size = f.size.max(f.written_end.unwrap_or(0));
+            let size = f.seen_size();
             let Some(s) = f.ahead.stream() else {
                 return Ok(());
             };
@@ -1372,13 +1376,13 @@ impl Client {
                 None
             }
         };
-        let mut size = f.size.max(f.written_end.unwrap_or(0));
+        let mut size = f.seen_size();
         if want_end > size {
             // Another client may have committed more since.
-            size = self.getattr(ino)?.size;
+            let committed = self.getattr(ino)?.size;
             let f = self.file(fd)?;
-            f.size = size;
-            size = size.max(f.written_end.unwrap_or(0));
+            f.size = committed;
+            size = f.seen_size();
         }
         if offset >= size || len == 0 {
             return Ok(Vec::new());
@@ -1386,12 +1390,7 @@ impl Client {
         let n = (size - offset).min(len as u64);
         let end = offset + n;
         let f = self.files.get_mut(fd).ok_or(ClientError::BadFd(fd))?;
-        // Held already, or held up to where a sequential stream goes on from.
-        let held = f.ahead.covers(offset, end)
-            || f.ahead.stream().is_some_and(|s| {
-                s.step == s.len && offset <= s.next && f.ahead.covers(offset, s.next)
-            });
-        if !held {
+        if !f.ahead.serves(offset, end) {
             f.ahead.clear(&mut self.conns);
             let stream = if let Some(stride) = stride.filter(|_| ra > n) {
                 // At most STRIDED_AHEAD transfers: tiny reads far apart would make thousands.
@@ -1402,10 +1401,11 @@ impl Client {
                     budget: (ra / n).min(STRIDED_AHEAD) * n,
                 })
             } else if dist != DataDist::Io && n < ra {
+                let piece = READ_PIECE.min(ra);
                 Some(Stream {
                     next: offset,
-                    len: READ_PIECE.min(ra),
-                    step: READ_PIECE.min(ra),
+                    len: piece,
+                    step: piece,
                     budget: ra,
                 })
             } else {

@@ -107,7 +107,7 @@ impl ReadAhead {
     }
 
     /// True if the runs hold every byte of `[offset, end)`.
-    pub fn covers(&self, offset: u64, end: u64) -> bool {
+    fn covers(&self, offset: u64, end: u64) -> bool {
         let mut at = offset;
         for run in &self.runs {
             if run.end() <= at {
@@ -124,6 +124,15 @@ impl ReadAhead {
         at >= end
     }
 
+    /// True if a read of `[offset, end)` goes on from here: the runs hold it, or hold it up to
+    /// where a sequential stream goes on from (which sends the rest).
+    pub fn serves(&self, offset: u64, end: u64) -> bool {
+        self.covers(offset, end)
+            || self
+                .stream
+                .is_some_and(|s| s.step == s.len && offset <= s.next && self.covers(offset, s.next))
+    }
+
     /// Bytes the runs hold from `from` on.
     pub fn ahead_of(&self, from: u64) -> u64 {
         self.runs
@@ -133,7 +142,7 @@ impl ReadAhead {
             .sum()
     }
 
-    /// Takes `[offset, end)`, which the runs must cover ([`Self::covers`]), waiting for the
+    /// Takes `[offset, end)`, which the runs must hold ([`Self::serves`], once the stream sent the rest), waiting for the
     /// runs in flight that hold it; runs ending at or before `end` are dropped. A reply short of
     /// its run (a hole's end, the end of the file) reads as zeros. On a failure every run is
     /// dropped.

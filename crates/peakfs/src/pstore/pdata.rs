@@ -607,16 +607,15 @@ impl PData {
             )?;
             return Ok(new);
         }
-        // Zero-filled so that bytes never written read as zeros after a later extension.
+        // The old run moves into the new one; zero-filled so that bytes never written read as
+        // zeros after a later extension.
         let mut buf = vec![0u8; pages as usize * PAGE];
-        if !run.is_none() {
-            let old = (u32::from(run.first) - first) as usize * PAGE;
-            self.read_pages(
-                zone,
-                self.base + run.start,
-                &mut buf[old..old + run.pages as usize * PAGE],
-            )?;
-        }
+        let old = (u32::from(run.first) - first) as usize * PAGE;
+        self.read_pages(
+            zone,
+            self.base + run.start,
+            &mut buf[old..old + run.pages as usize * PAGE],
+        )?;
         buf[off - base..end - base].copy_from_slice(data);
         self.put_pages(zone, self.base + new.start, Cow::Owned(buf), direct)?;
         Ok(new)
