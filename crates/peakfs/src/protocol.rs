@@ -57,6 +57,9 @@ pub const NAME_MAX: usize = 255;
 pub const MAX_IO: u32 = 16 << 20;
 /// Bytes of an encoded [`Attr`].
 pub const ATTR_BYTES: usize = 64;
+/// Set in the encoded offset of a WRITE or READ whose I/O is an extent of its own
+/// ([`Request::Write::extent`]). File offsets stay below 2^63, so the bit is free.
+const EXTENT_FLAG: u64 = 1 << 63;
 
 /// pRPC opcodes.
 pub mod op {
@@ -630,6 +633,10 @@ pub enum Request<'a> {
         ino: u64,
         /// File offset of the first byte.
         offset: u64,
+        /// The I/O is an extent of its own (I/O-based distribution, §III-C1): its bytes go to
+        /// pages of their own, from the first byte of a page on, that no other I/O shares;
+        /// only a READ with `extent` at the same offset reads them back.
+        extent: bool,
         /// The bytes (the rest of the payload).
         data: &'a [u8],
     },
@@ -642,6 +649,8 @@ pub enum Request<'a> {
         offset: u64,
         /// Bytes wanted (≤ [`MAX_IO`]).
         len: u32,
+        /// Reads the extent written at `offset` (see [`Request::Write::extent`]).
+        extent: bool,
     },
     /// [`op::FSYNC`]: reply [`Reply::Empty`] once every acknowledged write on this slice is
     /// durable.
@@ -829,13 +838,23 @@ impl<'a> Request<'a> {
                 put_u64(w, ino);
                 put_u32(w, flags);
             }
-            Request::Write { ino, offset, .. } => {
+            Request::Write {
+                ino,
+                offset,
+                extent,
+                ..
+            } => {
                 put_u64(w, ino);
-                put_u64(w, offset);
+                put_u64(w, offset | if extent { EXTENT_FLAG } else { 0 });
             }
-            Request::Read { ino, offset, len } => {
+            Request::Read {
+                ino,
+                offset,
+                len,
+                extent,
+            } => {
                 put_u64(w, ino);
-                put_u64(w, offset);
+                put_u64(w, offset | if extent { EXTENT_FLAG } else { 0 });
                 put_u32(w, len);
             }
             Request::Truncate { ino, size } => {
@@ -976,13 +995,20 @@ impl<'a> Request<'a> {
             },
             op::WRITE => {
                 let ino = r.u64("ino")?;
-                let offset = r.u64("offset")?;
+                let (offset, extent) = split_extent(r.u64("offset")?);
                 let data = r.rest();
                 check_range(offset, data.len() as u64)?;
-                Request::Write { ino, offset, data }
+                Request::Write {
+                    ino,
+                    offset,
+                    extent,
+                    data,
+                }
             }
             op::READ => {
-                let (ino, offset, len) = (r.u64("ino")?, r.u64("offset")?, r.u32("len")?);
+                let ino = r.u64("ino")?;
+                let (offset, extent) = split_extent(r.u64("offset")?);
+                let len = r.u32("len")?;
                 if len > MAX_IO {
                     return Err(ProtoError::BadValue {
                         field: "len",
@@ -990,7 +1016,12 @@ impl<'a> Request<'a> {
                     });
                 }
                 check_range(offset, len.into())?;
-                Request::Read { ino, offset, len }
+                Request::Read {
+                    ino,
+                    offset,
+                    len,
+                    extent,
+                }
             }
             op::TRUNCATE => Request::Truncate {
                 ino: r.u64("ino")?,
@@ -1155,6 +1186,11 @@ pub fn check_name(name: &[u8]) -> Result<&[u8], ProtoError> {
     Ok(name)
 }
 
+/// An encoded WRITE or READ offset: the offset and whether [`EXTENT_FLAG`] was set.
+fn split_extent(encoded: u64) -> (u64, bool) {
+    (encoded & !EXTENT_FLAG, encoded & EXTENT_FLAG != 0)
+}
+
 fn check_range(offset: u64, len: u64) -> Result<(), ProtoError> {
     // Offsets stay below 2^63 so that they fit off_t.
     match offset.checked_add(len) {
@@ -1307,8 +1343,8 @@ mod tests {
         Rename(u64, u64, RenameFlags, Vec<u8>, Vec<u8>),
         Open(u64, u32),
         Close(u64),
-        Write(u64, u64, Vec<u8>),
-        Read(u64, u64, u32),
+        Write(u64, u64, bool, Vec<u8>),
+        Read(u64, u64, u32, bool),
         Fsync(u64),
         Truncate(u64, u64),
         StatFs,
@@ -1368,15 +1404,17 @@ mod tests {
                 },
                 Owned::Open(i, f) => Request::Open { ino: *i, flags: *f },
                 Owned::Close(i) => Request::Close { ino: *i },
-                Owned::Write(i, o, d) => Request::Write {
+                Owned::Write(i, o, e, d) => Request::Write {
                     ino: *i,
                     offset: *o,
+                    extent: *e,
                     data: d,
                 },
-                Owned::Read(i, o, l) => Request::Read {
+                Owned::Read(i, o, l, e) => Request::Read {
                     ino: *i,
                     offset: *o,
                     len: *l,
+                    extent: *e,
                 },
                 Owned::Fsync(i) => Request::Fsync { ino: *i },
                 Owned::Truncate(i, s) => Request::Truncate { ino: *i, size: *s },
@@ -1481,10 +1519,12 @@ mod tests {
             (
                 any::<u64>(),
                 off.clone(),
+                any::<bool>(),
                 proptest::collection::vec(any::<u8>(), 0..512)
             )
-                .prop_map(|(i, o, d)| Owned::Write(i, o, d)),
-            (any::<u64>(), off, 0..=MAX_IO).prop_map(|(i, o, l)| Owned::Read(i, o, l)),
+                .prop_map(|(i, o, e, d)| Owned::Write(i, o, e, d)),
+            (any::<u64>(), off, 0..=MAX_IO, any::<bool>())
+                .prop_map(|(i, o, l, e)| Owned::Read(i, o, l, e)),
             any::<u64>().prop_map(Owned::Fsync),
             (any::<u64>(), any::<u64>()).prop_map(|(i, s)| Owned::Truncate(i, s)),
             Just(Owned::StatFs),
@@ -1637,16 +1677,42 @@ mod tests {
             ino: 1,
             offset: 0,
             len: MAX_IO + 1,
+            extent: false,
         }
         .encode(0);
         assert!(Request::decode(op::READ, &read).is_err());
-        let write = Request::Write {
-            ino: 1,
-            offset: u64::MAX - 1,
-            data: b"xyz",
+        // Past off_t's range, extent or not.
+        for extent in [false, true] {
+            let write = Request::Write {
+                ino: 1,
+                offset: i64::MAX as u64 - 1,
+                extent,
+                data: b"xyz",
+            }
+            .encode(0);
+            assert!(Request::decode(op::WRITE, &write).is_err());
         }
-        .encode(0);
-        assert!(Request::decode(op::WRITE, &write).is_err());
+    }
+
+    #[test]
+    fn an_extent_is_the_top_bit_of_the_offset_on_the_wire() {
+        let write = |extent| Request::Write {
+            ino: 3,
+            offset: 47_008,
+            extent,
+            data: b"ab",
+        };
+        let (plain, ext) = (write(false).encode(5), write(true).encode(5));
+        assert_eq!(plain[16..24], 47_008u64.to_le_bytes());
+        assert_eq!(ext[16..24], (47_008u64 | 1 << 63).to_le_bytes());
+        assert_eq!(Request::decode(op::WRITE, &ext), Ok((5, write(true))));
+        let read = Request::Read {
+            ino: 3,
+            offset: 47_008,
+            len: 9,
+            extent: true,
+        };
+        assert_eq!(Request::decode(op::READ, &read.encode(5)), Ok((5, read)));
     }
 
     #[test]

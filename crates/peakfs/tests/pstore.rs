@@ -318,6 +318,98 @@ fn a_block_written_from_its_middle_takes_pages_from_there_only() {
     check_pages(&mut s);
 }
 
+/// I/O-based distribution (§III-C1): each transfer of an N-1 file is an extent of its own. Its
+/// pages start with its first byte and hold nothing else, so an unaligned 47,008-byte transfer
+/// takes exactly 12 pages, reads back from its offset, and neither reads nor moves a
+/// neighbour's page; extents survive a reopen and a checkpoint, and a truncate frees those
+/// past the cut and cuts the one it crosses.
+#[test]
+fn an_io_based_transfer_is_an_extent_of_exactly_the_pages_it_needs() {
+    const XFER: usize = 47_008;
+    let (_c, dev) = swarm(32 << 20, 4096);
+    let mut cfg = small_config(4096);
+    cfg.block_pages = 16; // 64 KiB blocks, as a server's
+    let mut s = PStore::format(dev.clone(), &cfg).unwrap();
+    let f = s.create(1, b"n1", REG, 0, 0, Hint::default()).unwrap();
+    let bytes =
+        |seed: u8, n: usize| -> Vec<u8> { (0..n).map(|i| seed ^ (i % 251) as u8).collect() };
+    let used = |s: &mut PStore| {
+        s.fsync().unwrap();
+        s.stats().pages_used
+    };
+    let before = used(&mut s);
+    // Transfers 1, 2 and 3 (the first crosses the first 64 KiB boundary of the file) and, at
+    // transfer 5, one of three blocks' worth.
+    let extents = [
+        (XFER as u64, bytes(1, XFER)),
+        (2 * XFER as u64, bytes(2, XFER)),
+        (3 * XFER as u64, bytes(3, XFER)),
+        (5 * XFER as u64, bytes(5, 150_000)),
+    ];
+    for (at, data) in &extents {
+        assert_eq!(s.write_extent(f.ino, *at, data).unwrap(), data.len());
+    }
+    assert_eq!(used(&mut s) - before, 3 * 12 + 16 + 16 + 5);
+    let end = 5 * XFER as u64 + 150_000;
+    assert_eq!(s.getattr(f.ino).unwrap().size, end);
+    let check = |s: &mut PStore, what: &str| {
+        for (at, data) in &extents {
+            let mut back = vec![0xEEu8; data.len()];
+            assert_eq!(s.read_extent(f.ino, *at, &mut back).unwrap(), data.len());
+            assert!(back == *data, "{what}: the extent at {at}");
+        }
+        // Past the extent's bytes (inside the file): blanks.
+        let mut more = vec![0xEEu8; XFER + 100];
+        assert_eq!(
+            s.read_extent(f.ino, XFER as u64, &mut more).unwrap(),
+            XFER + 100
+        );
+        assert!(
+            more[XFER..].iter().all(|&b| b == 0),
+            "{what}: blanks after an extent"
+        );
+        // The file's blocks hold none of it.
+        let mut plain = vec![0xEEu8; XFER];
+        s.read(f.ino, XFER as u64, &mut plain).unwrap();
+        assert!(plain.iter().all(|&b| b == 0), "{what}: file blocks");
+    };
+    check(&mut s, "written");
+    s.fsync().unwrap();
+    drop(s);
+    let mut s = PStore::open(dev.clone(), &cfg).unwrap();
+    check(&mut s, "after a reopen");
+    check_pages(&mut s);
+    s.checkpoint().unwrap();
+    drop(s);
+    let mut s = PStore::open(dev, &cfg).unwrap();
+    check(&mut s, "after a checkpoint and a reopen");
+    // A cut 1,000 bytes into transfer 2 frees transfers 3 and 5 and all but one page of 2.
+    let cut = 2 * XFER as u64 + 1_000;
+    s.truncate(f.ino, cut).unwrap();
+    assert_eq!(used(&mut s) - before, 12 + 1);
+    let mut back = vec![0xEEu8; XFER];
+    assert_eq!(
+        s.read_extent(f.ino, 2 * XFER as u64, &mut back).unwrap(),
+        1_000
+    );
+    assert!(back[..1_000] == extents[1].1[..1_000]);
+    // Grown again, the cut page reads blanks past the cut.
+    let grow = SetAttr {
+        size: Some(3 * XFER as u64),
+        ..SetAttr::default()
+    };
+    s.setattr(f.ino, &grow).unwrap();
+    assert_eq!(
+        s.read_extent(f.ino, 2 * XFER as u64, &mut back).unwrap(),
+        XFER
+    );
+    assert!(back[..1_000] == extents[1].1[..1_000]);
+    assert!(back[1_000..].iter().all(|&b| b == 0), "blanks past the cut");
+    assert_eq!(s.read_extent(f.ino, XFER as u64, &mut back).unwrap(), XFER);
+    assert!(back == extents[0].1);
+    check_pages(&mut s);
+}
+
 /// A fresh run takes pages another file used: the bytes of the run that no write has given a
 /// value (before the data in its first page, after it in its last, the pages that round the run
 /// up) read as zeros, then and after a later write inside the run.
@@ -1574,6 +1666,7 @@ proptest! {
     #[test]
     fn file_contents_follow_a_byte_vector_model(
         ops in prop::collection::vec(data_op(), 1..25),
+        ranges in prop::collection::vec((0usize..80_000, 1usize..70_000), 0..6),
         direct in any::<bool>(),
         defer in any::<bool>(),
         big_blocks in any::<bool>(),
@@ -1615,6 +1708,15 @@ proptest! {
         let n = s.read(f.ino, 0, &mut back).unwrap();
         prop_assert_eq!(n, model.len());
         prop_assert!(back[..n] == model[..], "contents differ");
+        // Reads of any range: whole mapped pages straight into the buffer, the bytes around
+        // them (partial pages, holes) through a copy; clipped at the size.
+        for (at, len) in ranges {
+            let mut got = vec![0xFFu8; len];
+            let n = s.read(f.ino, at as u64, &mut got).unwrap();
+            let want = model.get(at..model.len().min(at + len)).unwrap_or_default();
+            prop_assert_eq!(n, want.len());
+            prop_assert!(got[..n] == *want, "read of {} at {}", len, at);
+        }
         // Page-aligned reads of whole pages, each block's pages straight into the buffer.
         for p in 0..model.len() / 4096 {
             let mut page = vec![0xFFu8; 4096];

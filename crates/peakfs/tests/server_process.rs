@@ -12,7 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use peakfs::master::fetch_view;
-use peakfs::placement::{Hint, ROOT_INO, home_lambda};
+use peakfs::placement::{DataDist, Hint, ROOT_INO, home_lambda};
 use peakfs::protocol::{Errno, Fate, LinkFlags, Reply, Request, SetAttr, UnlinkFlags, op};
 use server_support::{Client, REG, assert_bytes, block_file, pattern};
 
@@ -114,6 +114,7 @@ fn writer(
             let req = Request::Write {
                 ino: f.ino,
                 offset: p.offset,
+                extent: f.hint.data == DataDist::Io,
                 data: &data[at..at + p.len as usize],
             };
             if cl.try_call(p.lambda, req).is_err() {

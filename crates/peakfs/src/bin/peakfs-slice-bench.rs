@@ -19,8 +19,8 @@
 //! file whose inode is elsewhere (as the data of file-based and I/O-based files mostly is):
 //! `write-262144`, `--writes` WRITEs of 256 KiB one after another (N-N), and `write-47008`,
 //! WRITEs of 47,008 bytes at every 8th such transfer of the file (N-1: the transfers one of 8
-//! slices gets), each timed with its settle and pump as above; the file's blocks are dropped
-//! after each round, untimed.
+//! slices gets, each an extent of its own as the client sends an I/O-based file's), each timed
+//! with its settle and pump as above; the file's blocks are dropped after each round, untimed.
 
 use std::time::{Duration, Instant};
 
@@ -86,10 +86,10 @@ const OPS: [&str; 6] = [
 const SMALL_FILE: usize = 3901;
 /// Where data workload `k` of `OPS` writes, as (transfer bytes, transfers between two of
 /// them): N-N sequential, N-1 every 8th transfer.
-fn data_shape(op: &str) -> Option<(u64, u64)> {
+fn data_shape(op: &str) -> Option<(u64, u64, bool)> {
     match op {
-        "write-262144" => Some((256 << 10, 1)),
-        "write-47008" => Some((47_008, 8)),
+        "write-262144" => Some((256 << 10, 1, false)),
+        "write-47008" => Some((47_008, 8, true)),
         _ => None,
     }
 }
@@ -209,7 +209,7 @@ fn main() -> anyhow::Result<()> {
         for (k, op) in OPS.iter().enumerate() {
             let before = slice.store().stats();
             let shape = data_shape(op);
-            let data = shape.map(|(xfer, _)| vec![0xc3u8; xfer as usize]);
+            let data = shape.map(|(xfer, _, _)| vec![0xc3u8; xfer as usize]);
             // The files `create` made, for `write-3901`.
             let small: Vec<u64> = match *op {
                 "write-3901" => names
@@ -231,11 +231,12 @@ fn main() -> anyhow::Result<()> {
                 Ok(())
             };
             match (shape, &data) {
-                (Some((xfer, stride)), Some(data)) => {
+                (Some((xfer, stride, extent)), Some(data)) => {
                     for i in 0..args.writes {
                         timed(Request::Write {
                             ino: FOREIGN_INO,
                             offset: i * stride * xfer,
+                            extent,
                             data,
                         })?;
                     }
@@ -245,6 +246,7 @@ fn main() -> anyhow::Result<()> {
                         timed(Request::Write {
                             ino,
                             offset: 0,
+                            extent: false,
                             data: &small_data,
                         })?;
                     }
@@ -274,7 +276,7 @@ fn main() -> anyhow::Result<()> {
         let median = median_of(&mut times[k]);
         let replied = median_of(&mut before_reply[k]);
         let (ops, bytes) = match data_shape(op) {
-            Some((xfer, _)) => (args.writes, args.writes * xfer),
+            Some((xfer, _, _)) => (args.writes, args.writes * xfer),
             None if *op == "write-3901" => (args.files, args.files * SMALL_FILE as u64),
             None => (args.files, 0),
         };

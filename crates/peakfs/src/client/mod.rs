@@ -1217,6 +1217,7 @@ impl Client {
             let req = Request::Write {
                 ino,
                 offset: at,
+                extent: dist == DataDist::Io,
                 data: &data[s..s + n as usize],
             };
             self.conns.submit_write(fd, l, &req, max)?;
@@ -1327,6 +1328,7 @@ impl Client {
                 ino,
                 offset,
                 len: n as u32,
+                extent: dist == DataDist::Io,
             };
             let t = self.conns.submit(lambda, &req)?;
             f.ahead.push(offset, n, t);

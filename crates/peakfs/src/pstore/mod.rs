@@ -62,7 +62,7 @@ use cart::{Cart, CartError};
 use checkpoint::{Encoder, Geometry, Tables};
 use icache::{Icache, IcacheStats, InodeIo};
 use inode::{Hint, INODE_BYTES, Inode, InodeError};
-use pdata::PData;
+use pdata::{BlockKeys, BlockWrite, PData};
 use table::{BlockTable, InodeIndex, PageRun};
 use wal::{MAX_RECORD, Record, Wal};
 use zone::{KeyedPages, LateBytes, PAGE, WriteBehind, Zone, ZoneError};
@@ -2336,12 +2336,14 @@ impl PStore {
     }
 
     /// Frees the hashtable blocks of `ino` from `from` on, a transaction per batch.
-    fn drop_blocks(&mut self, ino: u64, from: u64) -> Result<(), PStoreError> {
+    /// Unmaps the hashtable blocks of `ino` that start at or past byte `size`.
+    fn drop_blocks(&mut self, ino: u64, size: u64) -> Result<(), PStoreError> {
+        let bs = self.block_bytes();
         let blocks: Vec<u64> = self
             .data
             .blocks_of(ino)
             .into_iter()
-            .filter(|&b| b >= from)
+            .filter(|&b| BlockKeys::start_of(b, bs) >= size)
             .collect();
         for chunk in blocks.chunks(BLOCKS_PER_TX) {
             self.run(chunk.len() * 80, |s| {
@@ -2370,22 +2372,45 @@ impl PStore {
     /// Writes `data` at `offset` of file `ino`, into the blocks held here. When the inode is
     /// here, its first block is mapped inline and its size and mtime follow the write.
     pub fn write(&mut self, ino: u64, offset: u64, data: &[u8]) -> Result<usize, PStoreError> {
+        self.write_keyed(ino, offset, data, BlockKeys::File)
+    }
+
+    /// Writes the I/O `data` at `offset` of file `ino` as an extent of its own
+    /// ([`BlockKeys::Extent`]: I/O-based distribution); [`Self::read_extent`] at the same
+    /// offset reads it back. When the inode is here, its size and mtime follow the write.
+    pub fn write_extent(
+        &mut self,
+        ino: u64,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<usize, PStoreError> {
+        self.write_keyed(ino, offset, data, BlockKeys::Extent { origin: offset })
+    }
+
+    fn write_keyed(
+        &mut self,
+        ino: u64,
+        offset: u64,
+        data: &[u8],
+        keys: BlockKeys,
+    ) -> Result<usize, PStoreError> {
         self.settle()?;
         let bs = self.block_bytes();
         offset
             .checked_add(data.len() as u64)
+            .filter(|end| *end <= i64::MAX as u64)
             .ok_or_else(|| PStoreError::Invalid(format!("write at {offset} overflows")))?;
         let mut done = 0usize;
         while done < data.len() {
             // One transaction per batch of blocks.
             let start = offset + done as u64;
-            let first_block = start / bs;
+            let (_, _, first_end) = keys.locate(start, bs);
             let batch_end =
-                ((first_block + BLOCKS_PER_TX as u64) * bs).min(offset + data.len() as u64);
+                (first_end + (BLOCKS_PER_TX as u64 - 1) * bs).min(offset + data.len() as u64);
             let piece = &data[done..done + (batch_end - start) as usize];
             let batch = |s: &mut Self| {
                 s.run(BLOCKS_PER_TX * 100 + MAX_RECORD, |s| {
-                    s.write_batch(ino, start, piece)
+                    s.write_batch(ino, start, piece, keys)
                 })
             };
             match batch(self) {
@@ -2405,7 +2430,13 @@ impl PStore {
         Ok(data.len())
     }
 
-    fn write_batch(&mut self, ino: u64, offset: u64, data: &[u8]) -> Result<(), PStoreError> {
+    fn write_batch(
+        &mut self,
+        ino: u64,
+        offset: u64,
+        data: &[u8],
+        keys: BlockKeys,
+    ) -> Result<(), PStoreError> {
         let bs = self.block_bytes();
         let slot = self.inode_offset(ino);
         let mut local = match slot {
@@ -2420,15 +2451,18 @@ impl PStore {
         let mut at = 0usize;
         let mut gathered = Ok(());
         while at < data.len() {
-            let pos = offset + at as u64;
-            let block = pos / bs;
-            let off = (pos % bs) as usize;
+            let (block, off, _) = keys.locate(offset + at as u64, bs);
             let n = (bs as usize - off).min(data.len() - at);
             let run = self.block_run(local.as_ref(), ino, block);
-            let piece = &data[at..at + n];
+            let w = BlockWrite {
+                run,
+                off,
+                data: &data[at..at + n],
+                grows: keys == BlockKeys::File,
+            };
             match self
                 .data
-                .write_block(&self.zone, run, off, piece, &mut direct, &mut self.tx)
+                .write_block(&self.zone, w, &mut direct, &mut self.tx)
             {
                 Ok(new) if new != run => moved.push((block, run, new)),
                 Ok(_) => {}
@@ -2468,6 +2502,28 @@ impl PStore {
     /// here, reading stops at the file size; otherwise the whole buffer is filled from the
     /// blocks here (holes read zeros).
     pub fn read(&mut self, ino: u64, offset: u64, buf: &mut [u8]) -> Result<usize, PStoreError> {
+        self.read_keyed(ino, offset, buf, BlockKeys::File)
+    }
+
+    /// Reads into `buf` from the extent written at `offset` of file `ino`
+    /// ([`Self::write_extent`]), as [`Self::read`] reads file blocks: bytes past what the
+    /// extent holds read as zeros.
+    pub fn read_extent(
+        &mut self,
+        ino: u64,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<usize, PStoreError> {
+        self.read_keyed(ino, offset, buf, BlockKeys::Extent { origin: offset })
+    }
+
+    fn read_keyed(
+        &mut self,
+        ino: u64,
+        offset: u64,
+        buf: &mut [u8],
+        keys: BlockKeys,
+    ) -> Result<usize, PStoreError> {
         self.settle()?;
         let bs = self.block_bytes();
         let local = match self.inode_offset(ino) {
@@ -2482,9 +2538,7 @@ impl PStore {
         let mut direct = Vec::new();
         let (mut at, mut rest) = (0usize, &mut buf[..len]);
         while at < len {
-            let pos = offset + at as u64;
-            let block = pos / bs;
-            let off = (pos % bs) as usize;
+            let (block, off, _) = keys.locate(offset + at as u64, bs);
             let n = (bs as usize - off).min(len - at);
             let run = self.block_run(local.as_ref(), ino, block);
             let (piece, tail) = std::mem::take(&mut rest).split_at_mut(n);
@@ -2531,15 +2585,23 @@ impl PStore {
     pub fn truncate_blocks(&mut self, ino: u64, size: u64) -> Result<(), PStoreError> {
         self.settle()?;
         let bs = self.block_bytes();
-        self.drop_blocks(ino, size.div_ceil(bs))?;
-        let partial = size / bs;
-        let run = self.data.run_of(ino, partial);
-        if !size.is_multiple_of(bs) && !run.is_none() {
-            let keep = (size % bs) as usize;
+        self.drop_blocks(ino, size)?;
+        // The blocks the cut goes through: the file block holding byte `size`, and extents
+        // that hold it.
+        let cut: Vec<(u64, u64)> = self
+            .data
+            .blocks_of(ino)
+            .into_iter()
+            .map(|b| (b, BlockKeys::start_of(b, bs)))
+            .filter(|&(_, start)| start < size && size - start < bs)
+            .collect();
+        for (block, start) in cut {
+            let run = self.data.run_of(ino, block);
+            let keep = (size - start) as usize;
             self.run(200, |s| {
                 let new = s.data.shrink_block(&s.zone, run, keep, &mut s.tx)?;
                 if new != run {
-                    s.data.map(ino, partial, new, &mut s.tx);
+                    s.data.map(ino, block, new, &mut s.tx);
                 }
                 Ok(())
             })?;

@@ -5,9 +5,14 @@
 //! mapping); PData only moves bytes for it.
 //!
 //! A block gets the pages from its lowest to its highest written byte, rounded up to a power
-//! of two so that appends rarely move it (a block written only from its middle, as the
-//! unaligned transfers of an N-1 file leave the blocks of each slice, takes no pages for its
-//! head); a move copies the block to a new run and frees the old one.
+//! of two so that appends rarely move it (a block written only from its middle takes no pages
+//! for its head); a move copies the block to a new run and frees the old one.
+//!
+//! An I/O of a file with I/O-based distribution (§III-C1) is an extent of its own
+//! ([`BlockKeys::Extent`]): its blocks are counted from its first byte, so its pages start
+//! with that byte, hold nothing of any other I/O (an unaligned N-1 transfer needs no read of a
+//! neighbour's page, and two transfers never share one) and get exactly the pages its bytes
+//! need, since an extent does not grow; the rest of its last page reads as blanks.
 //! Freed pages stay reserved until the WAL frame that frees them is durable, so a crash can
 //! never expose a run that an acknowledged file still maps to new data.
 //!
@@ -78,6 +83,69 @@ const STAGE_PAGES: usize = 4;
 const STAGED_MAX: usize = 256;
 /// Zeros that pad fresh runs on the device (16 pages at a time).
 static ZERO_PAGES: [u8; 16 * PAGE] = [0; 16 * PAGE];
+
+/// Set in the hashtable key of an extent's block; file blocks are numbered from 0, far below.
+const EXTENT_KEY: u64 = 1 << 63;
+
+/// How the bytes of a write or read map to hashtable keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockKeys {
+    /// File blocks: byte `pos` of the file is byte `pos % bs` of block `pos / bs`.
+    File,
+    /// The I/O starting at byte `origin` is an extent of its own: its blocks are counted from
+    /// `origin` and keyed by their first byte's file offset with [`EXTENT_KEY`] set.
+    Extent {
+        /// File offset of the I/O's first byte (below 2^63).
+        origin: u64,
+    },
+}
+
+impl BlockKeys {
+    /// The key of the block holding file byte `pos` (of an I/O keyed this way), `pos`'s offset
+    /// in that block, and the file offset where the block ends.
+    pub fn locate(self, pos: u64, block_bytes: u64) -> (u64, usize, u64) {
+        match self {
+            BlockKeys::File => (
+                pos / block_bytes,
+                (pos % block_bytes) as usize,
+                (pos / block_bytes + 1) * block_bytes,
+            ),
+            BlockKeys::Extent { origin } => {
+                let into = pos - origin;
+                let start = origin + into / block_bytes * block_bytes;
+                (
+                    EXTENT_KEY | start,
+                    (into % block_bytes) as usize,
+                    start + block_bytes,
+                )
+            }
+        }
+    }
+
+    /// The file offset of the first byte of the block with hashtable key `key`.
+    pub fn start_of(key: u64, block_bytes: u64) -> u64 {
+        if key & EXTENT_KEY != 0 {
+            key & !EXTENT_KEY
+        } else {
+            key * block_bytes
+        }
+    }
+}
+
+/// One block's part of a write ([`PData::write_block`]).
+#[derive(Debug, Clone, Copy)]
+pub struct BlockWrite<'a> {
+    /// The block's run (none: a hole).
+    pub run: PageRun,
+    /// Byte of the block where `data` starts.
+    pub off: usize,
+    /// The bytes.
+    pub data: &'a [u8],
+    /// A new run gets room to grow (its length a power of two within the block), as a file
+    /// block appended to may need; otherwise just the pages the block's bytes need (an
+    /// extent's, which never grows).
+    pub grows: bool,
+}
 
 /// The pages of a write-out by zone page: what its keyed writes send.
 impl KeyedPages for BTreeMap<u64, Box<[u8]>> {
@@ -526,10 +594,10 @@ impl PData {
         tx.push(rec);
     }
 
-    /// Writes `data` at byte `off` of a block mapped to `run`; returns the block's run, which
-    /// is new when the block needed pages outside its run. Writes of more than a few pages
-    /// join `direct` for [`PData::write_direct`]; until they reached the device, a new run
-    /// must not be mapped nor `run` freed (the caller does both after).
+    /// Writes `w.data` at byte `w.off` of a block mapped to `w.run`; returns the block's run,
+    /// which is new when the block needed pages outside its run. Writes of more than a few
+    /// pages join `direct` for [`PData::write_direct`]; until they reached the device, a new
+    /// run must not be mapped nor the old one freed (the caller does both after).
     ///
     /// The writes gathered for one request never overlap pages this call reads: each block of
     /// a request is written once, its runs are its own, and freed pages are not handed out
@@ -537,12 +605,16 @@ impl PData {
     pub fn write_block<'a>(
         &mut self,
         zone: &Zone,
-        run: PageRun,
-        off: usize,
-        data: &'a [u8],
+        w: BlockWrite<'a>,
         direct: &mut DirectWrites<'a>,
         tx: &mut Vec<Record>,
     ) -> Result<PageRun, PStoreError> {
+        let BlockWrite {
+            run,
+            off,
+            data,
+            grows,
+        } = w;
         let end = off + data.len();
         let need = end.div_ceil(PAGE) as u32;
         if need > self.block_pages {
@@ -576,16 +648,20 @@ impl PData {
             return Ok(run);
         }
         // A new run from the lower of the old run's and the write's first page to the higher
-        // end, its length rounded up to a power of two (within the block) so that appends
-        // rarely move it.
+        // end; a growing block's length rounded up to a power of two (within the block) so
+        // that appends rarely move it.
         let (first, last) = if run.is_none() {
             (from, need)
         } else {
             (from.min(u32::from(run.first)), need.max(run.end()))
         };
-        let pages = (last - first)
-            .next_power_of_two()
-            .min(self.block_pages - first);
+        let pages = if grows {
+            (last - first)
+                .next_power_of_two()
+                .min(self.block_pages - first)
+        } else {
+            last - first
+        };
         let new = self.alloc(first, pages, tx)?;
         let base = first as usize * PAGE;
         if off == base && data.len() == pages as usize * PAGE {
@@ -633,17 +709,38 @@ impl PData {
     ) -> Result<(), PStoreError> {
         let (lo, hi) = (usize::from(run.first) * PAGE, run.end() as usize * PAGE);
         let end = off + out.len();
-        let first = u64::from(run.first);
-        if off.is_multiple_of(PAGE)
-            && end.is_multiple_of(PAGE)
-            && lo <= off
-            && off < end
-            && end <= hi
-        {
-            // Whole mapped pages: straight into `out`.
-            direct.push((self.base + run.start + (off / PAGE) as u64 - first, out));
+        // The whole mapped pages the read covers go straight into `out`; only the bytes before
+        // and after them (partial pages, holes) are read here.
+        let (whole_from, whole_to) = (
+            off.next_multiple_of(PAGE).max(lo),
+            (end / PAGE * PAGE).min(hi),
+        );
+        if whole_from >= whole_to {
+            return self.read_partial(zone, run, off, out);
+        }
+        let (head, rest) = out.split_at_mut(whole_from - off);
+        let (whole, tail) = rest.split_at_mut(whole_to - whole_from);
+        let at = self.base + run.start + (whole_from / PAGE) as u64 - u64::from(run.first);
+        direct.push((at, whole));
+        self.read_partial(zone, run, off, head)?;
+        self.read_partial(zone, run, whole_to, tail)
+    }
+
+    /// [`PData::read_block`]'s bytes outside whole mapped pages: read through a buffer of the
+    /// pages they touch, zeros where the run has none.
+    fn read_partial(
+        &self,
+        zone: &Zone,
+        run: PageRun,
+        off: usize,
+        out: &mut [u8],
+    ) -> Result<(), PStoreError> {
+        if out.is_empty() {
             return Ok(());
         }
+        let (lo, hi) = (usize::from(run.first) * PAGE, run.end() as usize * PAGE);
+        let end = off + out.len();
+        let first = u64::from(run.first);
         out.fill(0);
         let (from, to) = (off.max(lo), end.min(hi));
         if from >= to {

@@ -126,6 +126,7 @@ impl ReadCache {
             ino,
             offset,
             len: len.try_into().unwrap_or(u32::MAX),
+            extent: false,
         };
         slice.execute(req, out)?;
         Ok(None)
@@ -138,6 +139,7 @@ impl ReadCache {
             ino,
             offset: block * bs,
             len: bs as u32,
+            extent: false,
         };
         slice.execute(req, &mut buf)?;
         let valid = buf.len();

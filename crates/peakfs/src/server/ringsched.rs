@@ -942,7 +942,13 @@ impl Worker {
             Err(e) => return (Err(proto_failure(e)), None),
         };
         let r = match req {
-            Request::Read { ino, offset, len } => {
+            // Extents are read whole by whoever wrote them: no block of theirs is cached.
+            Request::Read {
+                ino,
+                offset,
+                len,
+                extent: false,
+            } => {
                 match self
                     .cache
                     .read(&mut self.slice, ino, offset, len as usize, &mut self.out)

@@ -546,18 +546,35 @@ impl Slice {
                 Reply::Attr(attr(&i))
             }
             Request::Close { .. } => Reply::Empty,
-            Request::Write { ino, offset, data } => {
-                let n = self.store.write(ino, offset, data).map_err(fail)?;
-                Reply::Written(n as u32)
+            Request::Write {
+                ino,
+                offset,
+                extent,
+                data,
+            } => {
+                let n = if extent {
+                    self.store.write_extent(ino, offset, data)
+                } else {
+                    self.store.write(ino, offset, data)
+                };
+                Reply::Written(n.map_err(fail)? as u32)
             }
-            Request::Read { ino, offset, len } => {
+            Request::Read {
+                ino,
+                offset,
+                len,
+                extent,
+            } => {
                 let len = len.min(MAX_IO) as usize;
                 let start = out.len();
                 out.resize(start + len, 0);
-                let n = self
-                    .store
-                    .read(ino, offset, &mut out[start..])
-                    .map_err(fail)?;
+                let buf = &mut out[start..];
+                let n = if extent {
+                    self.store.read_extent(ino, offset, buf)
+                } else {
+                    self.store.read(ino, offset, buf)
+                }
+                .map_err(fail)?;
                 out.truncate(start + n);
                 return Ok(());
             }
