@@ -845,7 +845,7 @@ impl<'a> Request<'a> {
                 ..
             } => {
                 put_u64(w, ino);
-                put_u64(w, offset | if extent { EXTENT_FLAG } else { 0 });
+                put_u64(w, join_extent(offset, extent));
             }
             Request::Read {
                 ino,
@@ -854,7 +854,7 @@ impl<'a> Request<'a> {
                 extent,
             } => {
                 put_u64(w, ino);
-                put_u64(w, offset | if extent { EXTENT_FLAG } else { 0 });
+                put_u64(w, join_extent(offset, extent));
                 put_u32(w, len);
             }
             Request::Truncate { ino, size } => {
@@ -1184,6 +1184,11 @@ pub fn check_name(name: &[u8]) -> Result<&[u8], ProtoError> {
         return Err(ProtoError::BadName { len: name.len() });
     }
     Ok(name)
+}
+
+/// A WRITE's or READ's offset as encoded: [`EXTENT_FLAG`] set for an extent.
+fn join_extent(offset: u64, extent: bool) -> u64 {
+    offset | if extent { EXTENT_FLAG } else { 0 }
 }
 
 /// An encoded WRITE or READ offset: the offset and whether [`EXTENT_FLAG`] was set.
