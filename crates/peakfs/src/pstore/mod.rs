@@ -2335,8 +2335,8 @@ impl PStore {
         self.log(Record::InodeFree { slot })
     }
 
-    /// Frees the hashtable blocks of `ino` from `from` on, a transaction per batch.
-    /// Unmaps the hashtable blocks of `ino` that start at or past byte `size`.
+    /// Frees the hashtable blocks of `ino` that start at or past byte `size` (file blocks and
+    /// extents alike), a transaction per batch.
     fn drop_blocks(&mut self, ino: u64, size: u64) -> Result<(), PStoreError> {
         let bs = self.block_bytes();
         let blocks: Vec<u64> = self
