@@ -788,3 +788,35 @@ impl PData {
         Ok(kept)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Every byte of an I/O lands in the block that starts where `start_of` says, at its
+        /// distance from that start; an extent's blocks start at its first byte and follow
+        /// each other a block apart, and no extent key is a file block's.
+        #[test]
+        fn a_byte_is_found_at_its_offset_from_its_blocks_start(
+            origin in 0u64..1 << 50,
+            into in 0u64..1 << 26,
+            shift in 12u32..27,
+        ) {
+            let bs = 1u64 << shift;
+            let pos = origin + into;
+            for keys in [BlockKeys::File, BlockKeys::Extent { origin }] {
+                let (key, off, end) = keys.locate(pos, bs);
+                let start = BlockKeys::start_of(key, bs);
+                prop_assert_eq!(start + off as u64, pos);
+                prop_assert!((off as u64) < bs);
+                prop_assert_eq!(end, start + bs);
+                prop_assert_eq!(key & EXTENT_KEY != 0, keys != BlockKeys::File);
+            }
+            let (key, off, _) = BlockKeys::Extent { origin }.locate(pos, bs);
+            prop_assert_eq!(BlockKeys::start_of(key, bs), origin + into / bs * bs);
+            prop_assert_eq!(off as u64, into % bs);
+        }
+    }
+}
