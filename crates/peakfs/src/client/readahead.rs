@@ -142,10 +142,10 @@ impl ReadAhead {
             .sum()
     }
 
-    /// Takes `[offset, end)`, which the runs must hold ([`Self::serves`], once the stream sent the rest), waiting for the
-    /// runs in flight that hold it; runs ending at or before `end` are dropped. A reply short of
-    /// its run (a hole's end, the end of the file) reads as zeros. On a failure every run is
-    /// dropped.
+    /// Takes `[offset, end)`, which the runs must hold ([`Self::serves`], once the stream sent
+    /// the rest), waiting for the runs in flight that hold it; runs ending at or before `end`
+    /// are dropped. A reply short of its run (a hole's end, the end of the file) reads as
+    /// zeros. On a failure every run is dropped.
     pub fn take(
         &mut self,
         conns: &mut Conns,

@@ -709,38 +709,17 @@ impl PData {
     ) -> Result<(), PStoreError> {
         let (lo, hi) = (usize::from(run.first) * PAGE, run.end() as usize * PAGE);
         let end = off + out.len();
-        // The whole mapped pages the read covers go straight into `out`; only the bytes before
-        // and after them (partial pages, holes) are read here.
-        let (whole_from, whole_to) = (
-            off.next_multiple_of(PAGE).max(lo),
-            (end / PAGE * PAGE).min(hi),
-        );
-        if whole_from >= whole_to {
-            return self.read_partial(zone, run, off, out);
-        }
-        let (head, rest) = out.split_at_mut(whole_from - off);
-        let (whole, tail) = rest.split_at_mut(whole_to - whole_from);
-        let at = self.base + run.start + (whole_from / PAGE) as u64 - u64::from(run.first);
-        direct.push((at, whole));
-        self.read_partial(zone, run, off, head)?;
-        self.read_partial(zone, run, whole_to, tail)
-    }
-
-    /// [`PData::read_block`]'s bytes outside whole mapped pages: read through a buffer of the
-    /// pages they touch, zeros where the run has none.
-    fn read_partial(
-        &self,
-        zone: &Zone,
-        run: PageRun,
-        off: usize,
-        out: &mut [u8],
-    ) -> Result<(), PStoreError> {
-        if out.is_empty() {
+        let first = u64::from(run.first);
+        if off.is_multiple_of(PAGE)
+            && end.is_multiple_of(PAGE)
+            && lo <= off
+            && off < end
+            && end <= hi
+        {
+            // Whole mapped pages: straight into `out`.
+            direct.push((self.base + run.start + (off / PAGE) as u64 - first, out));
             return Ok(());
         }
-        let (lo, hi) = (usize::from(run.first) * PAGE, run.end() as usize * PAGE);
-        let end = off + out.len();
-        let first = u64::from(run.first);
         out.fill(0);
         let (from, to) = (off.max(lo), end.min(hi));
         if from >= to {
