@@ -62,7 +62,7 @@ use cart::{Cart, CartError};
 use checkpoint::{Encoder, Geometry, Tables};
 use icache::{Icache, IcacheStats, InodeIo};
 use inode::{Hint, INODE_BYTES, Inode, InodeError};
-use pdata::{BlockKeys, BlockWrite, PData};
+use pdata::{BlockKeys, BlockWrite, PData, ReadPlan};
 use table::{BlockTable, InodeIndex, PageRun};
 use wal::{MAX_RECORD, Record, Wal};
 use zone::{KeyedPages, LateBytes, PAGE, WriteBehind, Zone, ZoneError};
@@ -2534,20 +2534,17 @@ impl PStore {
             Some(i) => i.size.saturating_sub(offset).min(buf.len() as u64) as usize,
             None => buf.len(),
         };
-        // Whole pages of every block are read together, as a write's are written.
-        let mut direct = Vec::new();
-        let (mut at, mut rest) = (0usize, &mut buf[..len]);
+        // The pages of every block are read together, as a write's are written.
+        let mut plan = ReadPlan::default();
+        let mut at = 0usize;
         while at < len {
             let (block, off, _) = keys.locate(offset + at as u64, bs);
             let n = (bs as usize - off).min(len - at);
             let run = self.block_run(local.as_ref(), ino, block);
-            let (piece, tail) = std::mem::take(&mut rest).split_at_mut(n);
-            rest = tail;
-            self.data
-                .read_block(&self.zone, run, off, piece, &mut direct)?;
+            self.data.plan_block(run, off, n, at, &mut plan);
             at += n;
         }
-        self.data.read_direct(&self.zone, &mut direct)?;
+        self.data.read_planned(&self.zone, &plan, &mut buf[..len])?;
         Ok(len)
     }
 

@@ -37,12 +37,27 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, VecDeque};
+use std::ops::Range;
 
 use super::PStoreError;
 use super::bitmap::Bitmap;
 use super::table::{BlockTable, PageRun};
 use super::wal::Record;
 use super::zone::{KeyedPages, LateBytes, PAGE, WriteBehind, Zone, ZoneError};
+
+/// Where the bytes of a read come from ([`PData::plan_block`]): every byte of the buffer
+/// belongs to exactly one whole-page run, partial page or hole.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct ReadPlan {
+    /// `(first zone page, bytes of the buffer)`: whole mapped pages, read straight into the
+    /// buffer, in the buffer's order.
+    whole: Vec<(u64, Range<usize>)>,
+    /// `(zone page, bytes within the page, where they go in the buffer)`: pages only part of
+    /// which is read.
+    partial: Vec<(u64, Range<usize>, usize)>,
+    /// Bytes of the buffer that no mapped page holds: zeros.
+    holes: Vec<Range<usize>>,
+}
 
 /// The data engine state of one worker.
 #[derive(Debug)]
@@ -186,7 +201,7 @@ impl PData {
 
     /// Reads runs of whole pages, each `(zone page, buffer)`, staged pages (and those of the
     /// write-out in flight) over the device's copy: the device reads of all runs are in flight
-    /// together (the blocks of one READ request, gathered by [`PData::read_block`]).
+    /// together (the blocks of one READ request, planned by [`PData::plan_block`]).
     pub fn read_direct(
         &self,
         zone: &Zone,
@@ -697,38 +712,70 @@ impl PData {
         Ok(new)
     }
 
-    /// Reads `out.len()` bytes at byte `off` of a block mapped to `run` (holes read zeros).
-    /// Whole mapped pages join `direct` for [`PData::read_direct`] instead of being read now.
-    pub fn read_block<'a>(
-        &self,
-        zone: &Zone,
-        run: PageRun,
-        off: usize,
-        out: &'a mut [u8],
-        direct: &mut Vec<(u64, &'a mut [u8])>,
-    ) -> Result<(), PStoreError> {
+    /// Plans the read of bytes `off..off + len` of a block mapped to `run` into bytes
+    /// `at..at + len` of a buffer (see [`ReadPlan`]). Blocks are planned in the order of their
+    /// bytes in the buffer.
+    pub fn plan_block(&self, run: PageRun, off: usize, len: usize, at: usize, plan: &mut ReadPlan) {
         let (lo, hi) = (usize::from(run.first) * PAGE, run.end() as usize * PAGE);
-        let end = off + out.len();
-        let first = u64::from(run.first);
-        if off.is_multiple_of(PAGE)
-            && end.is_multiple_of(PAGE)
-            && lo <= off
-            && off < end
-            && end <= hi
-        {
-            // Whole mapped pages: straight into `out`.
-            direct.push((self.base + run.start + (off / PAGE) as u64 - first, out));
-            return Ok(());
-        }
-        out.fill(0);
+        let end = off + len;
         let (from, to) = (off.max(lo), end.min(hi));
         if from >= to {
-            return Ok(());
+            plan.holes.push(at..at + len);
+            return;
         }
-        let (p0, p1) = (from / PAGE, to.div_ceil(PAGE));
-        let mut buf = vec![0u8; (p1 - p0) * PAGE];
-        self.read_pages(zone, self.base + run.start + p0 as u64 - first, &mut buf)?;
-        out[from - off..to - off].copy_from_slice(&buf[from - p0 * PAGE..to - p0 * PAGE]);
+        if off < from {
+            plan.holes.push(at..at + (from - off));
+        }
+        if to < end {
+            plan.holes.push(at + (to - off)..at + len);
+        }
+        // Page `p` of the block is zone page `zone_page(p)`.
+        let zone_page = |p: usize| self.base + run.start + p as u64 - u64::from(run.first);
+        let mut b = from;
+        while b < to {
+            let p = b / PAGE;
+            let whole_end = to / PAGE * PAGE;
+            if b.is_multiple_of(PAGE) && b < whole_end {
+                plan.whole
+                    .push((zone_page(p), at + (b - off)..at + (whole_end - off)));
+                b = whole_end;
+            } else {
+                let e = ((p + 1) * PAGE).min(to);
+                plan.partial
+                    .push((zone_page(p), b - p * PAGE..e - p * PAGE, at + (b - off)));
+                b = e;
+            }
+        }
+    }
+
+    /// Reads what `plan` names into `buf`: whole pages straight into it and partial pages
+    /// through a scratch page each, all in one [`PData::read_direct`] (one wait for the
+    /// device), then the partial pages' bytes copied over and the holes zeroed.
+    pub fn read_planned(
+        &self,
+        zone: &Zone,
+        plan: &ReadPlan,
+        buf: &mut [u8],
+    ) -> Result<(), PStoreError> {
+        let mut scratch = vec![0u8; plan.partial.len() * PAGE];
+        let mut runs: Vec<(u64, &mut [u8])> =
+            Vec::with_capacity(plan.whole.len() + plan.partial.len());
+        let (mut rest, mut consumed) = (&mut *buf, 0);
+        for (page, bytes) in &plan.whole {
+            let (_, tail) = std::mem::take(&mut rest).split_at_mut(bytes.start - consumed);
+            let (piece, tail) = tail.split_at_mut(bytes.len());
+            runs.push((*page, piece));
+            (rest, consumed) = (tail, bytes.end);
+        }
+        let pages = plan.partial.iter().map(|(page, ..)| *page);
+        runs.extend(pages.zip(scratch.chunks_exact_mut(PAGE)));
+        self.read_direct(zone, &mut runs)?;
+        for ((_, bytes, to), page) in plan.partial.iter().zip(scratch.chunks_exact(PAGE)) {
+            buf[*to..*to + bytes.len()].copy_from_slice(&page[bytes.clone()]);
+        }
+        for hole in &plan.holes {
+            buf[hole.clone()].fill(0);
+        }
         Ok(())
     }
 
@@ -796,6 +843,64 @@ mod tests {
             let (key, off, _) = BlockKeys::Extent { origin }.locate(pos, bs);
             prop_assert_eq!(BlockKeys::start_of(key, bs), origin + into / bs * bs);
             prop_assert_eq!(off as u64, into % bs);
+        }
+
+        /// A read plan sends every byte of the buffer to the page and byte the block's run
+        /// holds it in, or zeros it when the run does not hold it; whole pages come in the
+        /// buffer's order and only partly read pages go through a scratch page.
+        #[test]
+        fn a_read_plan_puts_every_byte_where_the_run_holds_it(
+            first in 0u16..16,
+            pages in 0u32..16,
+            off in 0usize..16 * PAGE,
+            len in 1usize..16 * PAGE,
+            at in 0usize..3 * PAGE,
+            before in 0usize..2,
+        ) {
+            let data = PData::new(1000, Bitmap::new(64), BlockTable::default(), 16);
+            let run = PageRun { start: 7, pages, first };
+            let len = len.min(16 * PAGE - off);
+            let mut plan = ReadPlan::default();
+            // Another block's bytes ahead of this one's in the buffer.
+            if before == 1 && at >= PAGE {
+                data.plan_block(PageRun::new(40, 1), 0, PAGE, at - PAGE, &mut plan);
+            }
+            let skip = plan.clone();
+            data.plan_block(run, off, len, at, &mut plan);
+            // Where each byte of the buffer comes from: (zone page, byte), or None for zero.
+            let mut from: Vec<Option<Option<(u64, usize)>>> = vec![None; at + len];
+            let mut put = |i: usize, src: Option<(u64, usize)>| {
+                assert!(from[i].is_none(), "byte {i} of the buffer planned twice");
+                from[i] = Some(src);
+            };
+            let mut last_end = 0;
+            for (page, bytes) in &plan.whole[skip.whole.len()..] {
+                assert!(bytes.start >= last_end && bytes.len().is_multiple_of(PAGE) && !bytes.is_empty());
+                last_end = bytes.end;
+                for i in bytes.clone() {
+                    put(i, Some((page + ((i - bytes.start) / PAGE) as u64, (i - bytes.start) % PAGE)));
+                }
+            }
+            for (page, bytes, to) in &plan.partial[skip.partial.len()..] {
+                assert!(bytes.len() < PAGE && !bytes.is_empty() && bytes.end <= PAGE);
+                for (k, b) in bytes.clone().enumerate() {
+                    put(to + k, Some((*page, b)));
+                }
+            }
+            for hole in &plan.holes[skip.holes.len()..] {
+                for i in hole.clone() {
+                    put(i, None);
+                }
+            }
+            let (lo, hi) = (usize::from(first) * PAGE, (usize::from(first) + pages as usize) * PAGE);
+            for (k, got) in from[at..].iter().enumerate() {
+                let b = off + k;
+                let want = (lo..hi)
+                    .contains(&b)
+                    .then(|| (1000 + 7 + (b / PAGE - usize::from(first)) as u64, b % PAGE));
+                prop_assert_eq!(*got, Some(want), "byte {} of the block", b);
+            }
+            prop_assert!(from[..at].iter().all(|f| before == 1 && at >= PAGE || f.is_none()));
         }
     }
 }
