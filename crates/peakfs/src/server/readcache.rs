@@ -67,8 +67,9 @@ impl ReadCache {
     }
 
     /// Serves READ `(ino, offset, len)`: a cache hit is returned for the caller to copy;
-    /// otherwise the bytes are appended to `out` (read from the store, with read-ahead when
-    /// the read continues the previous one).
+    /// otherwise `out` holds the bytes afterwards, written over what it held
+    /// ([`Slice::read_reply`]; read from the store, with read-ahead when the read continues
+    /// the previous one).
     pub fn read(
         &mut self,
         slice: &mut Slice,
@@ -122,13 +123,8 @@ impl ReadCache {
         len: usize,
         out: &mut Vec<u8>,
     ) -> Result<Option<CacheHit>, Failure> {
-        let req = Request::Read {
-            ino,
-            offset,
-            len: len.try_into().unwrap_or(u32::MAX),
-            extent: false,
-        };
-        slice.execute(req, out)?;
+        let len = len.try_into().unwrap_or(u32::MAX);
+        slice.read_reply(ino, offset, len, false, out)?;
         Ok(None)
     }
 

@@ -931,9 +931,9 @@ impl Worker {
         self.shared[self.me]
             .requests
             .fetch_add(1, Ordering::Relaxed);
-        self.out.clear();
         if opc == op::ROUTED_ECHO {
             // Copied as a reply is built: the hop costs what it costs a request.
+            self.out.clear();
             self.out.extend_from_slice(payload);
             return (Ok(self.out.as_slice()), None);
         }
@@ -941,8 +941,16 @@ impl Worker {
             Ok((_, req)) => req,
             Err(e) => return (Err(proto_failure(e)), None),
         };
+        // A READ's bytes are written over the last reply's (Slice::read_reply), without
+        // zeroing the buffer first; every other reply starts from an empty buffer.
         let r = match req {
             // Extents are read whole by whoever wrote them: no block of theirs is cached.
+            Request::Read {
+                ino,
+                offset,
+                len,
+                extent: true,
+            } => self.slice.read_reply(ino, offset, len, true, &mut self.out),
             Request::Read {
                 ino,
                 offset,
@@ -958,6 +966,7 @@ impl Worker {
                     }
                     Ok(Some(hit)) => {
                         let src = hit.src.get(hit.offset..hit.offset + hit.len);
+                        self.out.clear();
                         self.out.extend_from_slice(src.unwrap_or_default());
                         Ok(())
                     }
@@ -966,6 +975,7 @@ impl Worker {
                 }
             }
             other => {
+                self.out.clear();
                 self.cache.invalidate_for(&other);
                 self.slice.execute(other, &mut self.out)
             }
