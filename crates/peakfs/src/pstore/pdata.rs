@@ -202,11 +202,7 @@ impl PData {
     /// Reads runs of whole pages, each `(zone page, buffer)`, staged pages (and those of the
     /// write-out in flight) over the device's copy: the device reads of all runs are in flight
     /// together (the blocks of one READ request, planned by [`PData::plan_block`]).
-    pub fn read_direct(
-        &self,
-        zone: &Zone,
-        runs: &mut [(u64, &mut [u8])],
-    ) -> Result<(), PStoreError> {
+    fn read_direct(&self, zone: &Zone, runs: &mut [(u64, &mut [u8])]) -> Result<(), PStoreError> {
         let in_memory = |at: u64, buf: &[u8]| {
             let pages = at..at + (buf.len() / PAGE) as u64;
             let writing = self.writing.range(pages.clone());
@@ -749,7 +745,7 @@ impl PData {
     }
 
     /// Reads what `plan` names into `buf`: whole pages straight into it and partial pages
-    /// through a scratch page each, all in one [`PData::read_direct`] (one wait for the
+    /// through a scratch page each, all in one batch of device reads (one wait for the
     /// device), then the partial pages' bytes copied over and the holes zeroed.
     pub fn read_planned(
         &self,
