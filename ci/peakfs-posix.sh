@@ -60,6 +60,23 @@ fio_job seqwrite --rw=write --bs=64k
 fio_job randrw --rw=randrw --verify=md5 --size=16M
 fio_job n1-47008 --rw=write --bs=47008 --size=16M
 rm -f "$MNT"/fio-*
+# I/O-based files (each I/O unit on the slice of its first byte, the unit fixed by the first
+# write), read back by the kernel at other offsets and sizes than fio wrote.
+"$PEAKFS" --master "$PEAKFS_MASTER" --dist io mkdir /fio-io
+fio_job io-randwrite --directory="$MNT/fio-io" --rw=randwrite
+fio_job io-n1-47008 --directory="$MNT/fio-io" --rw=write --bs=47008 --size=16M
+fio_job io-randrw --directory="$MNT/fio-io" --rw=randrw --bs=64k --verify=md5 --size=16M
+# fio reads back what it wrote with the sizes it wrote; cmp reads in its own, through units:
+# N-1 transfers, then an overwrite of another size across them.
+head -c 9000000 /dev/urandom >"$WORK/io-src"
+dd if="$WORK/io-src" of="$MNT/fio-io/copy" bs=47008 status=none
+head -c 500000 /dev/urandom | dd of="$WORK/io-src" bs=10000 seek=333 conv=notrunc status=none
+dd if="$WORK/io-src" of="$MNT/fio-io/copy" bs=10000 skip=333 seek=333 count=50 conv=notrunc status=none
+cmp "$WORK/io-src" "$MNT/fio-io/copy" || { echo "peakfs-posix: I/O-based copy differs" >&2; exit 1; }
+unit=$("$PEAKFS" --master "$PEAKFS_MASTER" stat --json /fio-io/copy)
+[[ $unit == *'"io_unit":47008'* ]] || { echo "peakfs-posix: I/O unit of the copy: $unit" >&2; exit 1; }
+echo "I/O-based copy: ok"
+rm -rf "$MNT"/fio-io
 
 echo "== pjdfstest"
 run_pjdfstest "$MAX_FAILED"

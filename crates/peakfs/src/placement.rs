@@ -38,9 +38,11 @@
 //!   three on some slices and none on others (8 files over 8 slices: 5.25 slices used on
 //!   average), and the busiest slice sets the job's pace (IOR N-N on 4 x 2 slices on 16
 //!   cores: its fastest process took 0.20 s, its slowest 0.58 s);
-//! - **I/O-based**: each I/O owns its pages: the I/O at byte `o` of file `i` is at
-//!   `λ = hash(i, o)`; reads must use the offsets the writes used (equal-size, non-overlapping
-//!   I/O is what the strategy is for).
+//! - **I/O-based**: each I/O owns its pages. The file's first write fixes its I/O unit `u`
+//!   (that write's length, at least a page); bytes `[k·u, (k+1)·u)` are one extent at
+//!   `λ = hash(i, k·u)`. Equal-size, non-overlapping I/O (what the strategy is for) makes
+//!   every I/O an extent of its own; any other I/O is cut at the units, and reads of any
+//!   offset and length find every byte.
 
 use common::hash::{crc32c, mix64};
 

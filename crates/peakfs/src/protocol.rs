@@ -56,9 +56,10 @@ pub const NAME_MAX: usize = 255;
 /// Largest data payload of one WRITE or READ (fabric's default frame limit is 16 MiB + 4 KiB).
 pub const MAX_IO: u32 = 16 << 20;
 /// Bytes of an encoded [`Attr`].
-pub const ATTR_BYTES: usize = 64;
-/// Set in the encoded offset of a WRITE or READ whose I/O is an extent of its own
-/// ([`Request::Write::extent`]). File offsets stay below 2^63, so the bit is free.
+pub const ATTR_BYTES: usize = 72;
+/// Set in the encoded offset of a WRITE or READ of an extent ([`Request::Write::extent`]);
+/// the offset is then followed by the distance from the extent's start (u32). File offsets
+/// stay below 2^63, so the bit is free.
 const EXTENT_FLAG: u64 = 1 << 63;
 
 /// pRPC opcodes.
@@ -90,6 +91,8 @@ pub mod op {
     pub const OPEN: Opcode = Opcode(0x010C);
     /// Close a file (drops server read-ahead state).
     pub const CLOSE: Opcode = Opcode(0x010D);
+    /// Fix the I/O unit of an I/O-based file unless it has one (its first writer sends it).
+    pub const IO_UNIT: Opcode = Opcode(0x010E);
     /// Write bytes of a file piece.
     pub const WRITE: Opcode = Opcode(0x0201);
     /// Read bytes of a file piece.
@@ -116,9 +119,9 @@ pub mod op {
     /// the slice's work on it costs; this one's against ECHO's, what the hop costs.
     pub const ROUTED_ECHO: Opcode = Opcode(0x0003);
     /// Every file system opcode; each carries a λ (as ROUTED_ECHO does, which is none).
-    pub const ALL: [Opcode; 18] = [
+    pub const ALL: [Opcode; 19] = [
         LOOKUP, CREATE, MKINODE, LINK, GETATTR, SETATTR, READDIR, UNLINK, RMINODE, DIRSEAL, RENAME,
-        OPEN, CLOSE, WRITE, READ, FSYNC, TRUNCATE, STATFS,
+        OPEN, CLOSE, IO_UNIT, WRITE, READ, FSYNC, TRUNCATE, STATFS,
     ];
     /// Short name of an opcode for logs and benchmark tables.
     pub fn name(op: Opcode) -> &'static str {
@@ -136,6 +139,7 @@ pub mod op {
             RENAME => "rename",
             OPEN => "open",
             CLOSE => "close",
+            IO_UNIT => "io-unit",
             WRITE => "write",
             READ => "read",
             FSYNC => "fsync",
@@ -303,6 +307,8 @@ pub struct Attr {
     pub hint: Hint,
     /// Device number of a character or block device node.
     pub rdev: u32,
+    /// The I/O unit of an I/O-based file (0: none yet; see [`Request::IoUnit`]).
+    pub io_unit: u32,
 }
 
 impl Attr {
@@ -324,6 +330,7 @@ impl Attr {
         w.extend_from_slice(&self.ctime_ns.to_le_bytes());
         w.push(self.hint.to_byte());
         w.extend_from_slice(&self.rdev.to_le_bytes());
+        w.extend_from_slice(&self.io_unit.to_le_bytes());
         w.resize(start + ATTR_BYTES, 0);
     }
 
@@ -342,6 +349,7 @@ impl Attr {
             ctime_ns: a.i64("ctime")?,
             hint: Hint::from_byte(a.u8("hint")?)?,
             rdev: a.u32("rdev")?,
+            io_unit: a.u32("io_unit")?,
         })
     }
 }
@@ -627,16 +635,24 @@ pub enum Request<'a> {
         /// The inode.
         ino: u64,
     },
+    /// [`op::IO_UNIT`]: reply [`Reply::Attr`], whose `io_unit` is the unit in force: `unit`
+    /// if the file had none, else the one an earlier writer fixed.
+    IoUnit {
+        /// The inode.
+        ino: u64,
+        /// Bytes of each I/O unit (1..=[`MAX_IO`]).
+        unit: u32,
+    },
     /// [`op::WRITE`]: reply [`Reply::Written`].
     Write {
         /// The file.
         ino: u64,
         /// File offset of the first byte.
         offset: u64,
-        /// The I/O is an extent of its own (I/O-based distribution, §III-C1): its bytes go to
-        /// pages of their own, from the first byte of a page on, that no other I/O shares;
-        /// only a READ with `extent` at the same offset reads them back.
-        extent: bool,
+        /// The file offset where the extent holding these bytes starts: an I/O unit of an
+        /// I/O-based file (§III-C1), whose pages no other unit shares, counted from the
+        /// unit's first byte. `None`: file blocks. The bytes lie within [`MAX_IO`] of it.
+        extent: Option<u64>,
         /// The bytes (the rest of the payload).
         data: &'a [u8],
     },
@@ -649,8 +665,8 @@ pub enum Request<'a> {
         offset: u64,
         /// Bytes wanted (≤ [`MAX_IO`]).
         len: u32,
-        /// Reads the extent written at `offset` (see [`Request::Write::extent`]).
-        extent: bool,
+        /// The start of the extent holding these bytes (see [`Request::Write::extent`]).
+        extent: Option<u64>,
     },
     /// [`op::FSYNC`]: reply [`Reply::Empty`] once every acknowledged write on this slice is
     /// durable.
@@ -698,6 +714,7 @@ impl<'a> Request<'a> {
             Request::Rename { .. } => op::RENAME,
             Request::Open { .. } => op::OPEN,
             Request::Close { .. } => op::CLOSE,
+            Request::IoUnit { .. } => op::IO_UNIT,
             Request::Write { .. } => op::WRITE,
             Request::Read { .. } => op::READ,
             Request::Fsync { .. } => op::FSYNC,
@@ -838,6 +855,10 @@ impl<'a> Request<'a> {
                 put_u64(w, ino);
                 put_u32(w, flags);
             }
+            Request::IoUnit { ino, unit } => {
+                put_u64(w, ino);
+                put_u32(w, unit);
+            }
             Request::Write {
                 ino,
                 offset,
@@ -845,7 +866,7 @@ impl<'a> Request<'a> {
                 ..
             } => {
                 put_u64(w, ino);
-                put_u64(w, join_extent(offset, extent));
+                put_extent(w, offset, extent);
             }
             Request::Read {
                 ino,
@@ -854,7 +875,7 @@ impl<'a> Request<'a> {
                 extent,
             } => {
                 put_u64(w, ino);
-                put_u64(w, join_extent(offset, extent));
+                put_extent(w, offset, extent);
                 put_u32(w, len);
             }
             Request::Truncate { ino, size } => {
@@ -993,11 +1014,23 @@ impl<'a> Request<'a> {
                 ino: r.u64("ino")?,
                 flags: r.u32("flags")?,
             },
+            op::IO_UNIT => {
+                let ino = r.u64("ino")?;
+                let unit = r.u32("unit")?;
+                if unit == 0 || unit > MAX_IO {
+                    return Err(ProtoError::BadValue {
+                        field: "unit",
+                        value: unit.into(),
+                    });
+                }
+                Request::IoUnit { ino, unit }
+            }
             op::WRITE => {
                 let ino = r.u64("ino")?;
-                let (offset, extent) = split_extent(r.u64("offset")?);
+                let (offset, extent) = get_extent(&mut r)?;
                 let data = r.rest();
                 check_range(offset, data.len() as u64)?;
+                check_extent(offset, data.len() as u64, extent)?;
                 Request::Write {
                     ino,
                     offset,
@@ -1007,7 +1040,7 @@ impl<'a> Request<'a> {
             }
             op::READ => {
                 let ino = r.u64("ino")?;
-                let (offset, extent) = split_extent(r.u64("offset")?);
+                let (offset, extent) = get_extent(&mut r)?;
                 let len = r.u32("len")?;
                 if len > MAX_IO {
                     return Err(ProtoError::BadValue {
@@ -1016,6 +1049,7 @@ impl<'a> Request<'a> {
                     });
                 }
                 check_range(offset, len.into())?;
+                check_extent(offset, len.into(), extent)?;
                 Request::Read {
                     ino,
                     offset,
@@ -1121,7 +1155,7 @@ impl<'a> Reply<'a> {
     pub fn decode(opcode: Opcode, payload: &'a [u8]) -> Result<Self, ProtoError> {
         let mut r = Reader(payload);
         let reply = match opcode {
-            op::CREATE | op::MKINODE | op::GETATTR | op::SETATTR | op::OPEN => {
+            op::CREATE | op::MKINODE | op::GETATTR | op::SETATTR | op::OPEN | op::IO_UNIT => {
                 Reply::Attr(Attr::get(&mut r)?)
             }
             op::LOOKUP => {
@@ -1186,14 +1220,47 @@ pub fn check_name(name: &[u8]) -> Result<&[u8], ProtoError> {
     Ok(name)
 }
 
-/// A WRITE's or READ's offset as encoded: [`EXTENT_FLAG`] set for an extent.
-fn join_extent(offset: u64, extent: bool) -> u64 {
-    offset | if extent { EXTENT_FLAG } else { 0 }
+/// A WRITE's or READ's offset as encoded: for an extent, [`EXTENT_FLAG`] set and the
+/// distance from the extent's start after it.
+fn put_extent(w: &mut Vec<u8>, offset: u64, extent: Option<u64>) {
+    match extent {
+        None => put_u64(w, offset),
+        Some(origin) => {
+            put_u64(w, offset | EXTENT_FLAG);
+            // Past u32 only in a request `check_extent` refuses: it saturates, and is refused.
+            put_u32(
+                w,
+                u32::try_from(offset.wrapping_sub(origin)).unwrap_or(u32::MAX),
+            );
+        }
+    }
 }
 
-/// An encoded WRITE or READ offset: the offset and whether [`EXTENT_FLAG`] was set.
-fn split_extent(encoded: u64) -> (u64, bool) {
-    (encoded & !EXTENT_FLAG, encoded & EXTENT_FLAG != 0)
+/// The offset and extent start that [`put_extent`] wrote.
+fn get_extent(r: &mut Reader<'_>) -> Result<(u64, Option<u64>), ProtoError> {
+    let encoded = r.u64("offset")?;
+    let offset = encoded & !EXTENT_FLAG;
+    if encoded & EXTENT_FLAG == 0 {
+        return Ok((offset, None));
+    }
+    let into = u64::from(r.u32("extent")?);
+    let origin = offset.checked_sub(into).ok_or(ProtoError::BadValue {
+        field: "extent",
+        value: into,
+    })?;
+    Ok((offset, Some(origin)))
+}
+
+/// Bytes `[offset, offset + len)` of an extent lie within [`MAX_IO`] of its start, as every
+/// I/O unit does: an extent's pages then never reach another unit's start.
+fn check_extent(offset: u64, len: u64, extent: Option<u64>) -> Result<(), ProtoError> {
+    match extent {
+        Some(origin) if offset + len - origin > u64::from(MAX_IO) => Err(ProtoError::BadValue {
+            field: "extent",
+            value: origin,
+        }),
+        _ => Ok(()),
+    }
 }
 
 fn check_range(offset: u64, len: u64) -> Result<(), ProtoError> {
@@ -1348,8 +1415,9 @@ mod tests {
         Rename(u64, u64, RenameFlags, Vec<u8>, Vec<u8>),
         Open(u64, u32),
         Close(u64),
-        Write(u64, u64, bool, Vec<u8>),
-        Read(u64, u64, u32, bool),
+        IoUnit(u64, u32),
+        Write(u64, u64, Option<u64>, Vec<u8>),
+        Read(u64, u64, u32, Option<u64>),
         Fsync(u64),
         Truncate(u64, u64),
         StatFs,
@@ -1409,6 +1477,7 @@ mod tests {
                 },
                 Owned::Open(i, f) => Request::Open { ino: *i, flags: *f },
                 Owned::Close(i) => Request::Close { ino: *i },
+                Owned::IoUnit(i, u) => Request::IoUnit { ino: *i, unit: *u },
                 Owned::Write(i, o, e, d) => Request::Write {
                     ino: *i,
                     offset: *o,
@@ -1521,15 +1590,24 @@ mod tests {
                 .prop_map(|(a, b, f, s, d)| Owned::Rename(a, b, f, s, d)),
             (any::<u64>(), any::<u32>()).prop_map(|(i, f)| Owned::Open(i, f)),
             any::<u64>().prop_map(Owned::Close),
+            (any::<u64>(), 1..=MAX_IO).prop_map(|(i, u)| Owned::IoUnit(i, u)),
+            // An extent's start lies at most `MAX_IO - len` bytes before the offset.
             (
                 any::<u64>(),
                 off.clone(),
-                any::<bool>(),
+                opt(0..=u64::from(MAX_IO) - 512),
                 proptest::collection::vec(any::<u8>(), 0..512)
             )
-                .prop_map(|(i, o, e, d)| Owned::Write(i, o, e, d)),
-            (any::<u64>(), off, 0..=MAX_IO, any::<bool>())
-                .prop_map(|(i, o, l, e)| Owned::Read(i, o, l, e)),
+                .prop_map(|(i, o, into, d)| Owned::Write(
+                    i,
+                    o,
+                    into.map(|n| o - n.min(o)),
+                    d
+                )),
+            (any::<u64>(), off, 0..=MAX_IO, opt(any::<u64>())).prop_map(|(i, o, l, into)| {
+                let most = u64::from(MAX_IO - l).min(o);
+                Owned::Read(i, o, l, into.map(|n| o - n % (most + 1)))
+            }),
             any::<u64>().prop_map(Owned::Fsync),
             (any::<u64>(), any::<u64>()).prop_map(|(i, s)| Owned::Truncate(i, s)),
             Just(Owned::StatFs),
@@ -1539,14 +1617,14 @@ mod tests {
     fn attr() -> impl Strategy<Value = Attr> {
         (
             any::<[u64; 2]>(),
-            any::<[u32; 5]>(),
+            any::<[u32; 6]>(),
             any::<[i64; 3]>(),
             hint(),
         )
             .prop_map(
                 |(
                     [ino, size],
-                    [mode, uid, gid, nlink, rdev],
+                    [mode, uid, gid, nlink, rdev, io_unit],
                     [atime_ns, mtime_ns, ctime_ns],
                     hint,
                 )| {
@@ -1562,6 +1640,7 @@ mod tests {
                         ctime_ns,
                         hint,
                         rdev,
+                        io_unit,
                     }
                 },
             )
@@ -1682,12 +1761,12 @@ mod tests {
             ino: 1,
             offset: 0,
             len: MAX_IO + 1,
-            extent: false,
+            extent: None,
         }
         .encode(0);
         assert!(Request::decode(op::READ, &read).is_err());
         // Past off_t's range, extent or not.
-        for extent in [false, true] {
+        for extent in [None, Some(i64::MAX as u64 - 1)] {
             let write = Request::Write {
                 ino: 1,
                 offset: i64::MAX as u64 - 1,
@@ -1700,24 +1779,55 @@ mod tests {
     }
 
     #[test]
-    fn an_extent_is_the_top_bit_of_the_offset_on_the_wire() {
+    fn an_extent_is_the_top_bit_of_the_offset_and_its_start_follows_as_a_distance() {
         let write = |extent| Request::Write {
             ino: 3,
-            offset: 47_008,
+            offset: 47_008 + 100,
             extent,
             data: b"ab",
         };
-        let (plain, ext) = (write(false).encode(5), write(true).encode(5));
-        assert_eq!(plain[16..24], 47_008u64.to_le_bytes());
-        assert_eq!(ext[16..24], (47_008u64 | 1 << 63).to_le_bytes());
-        assert_eq!(Request::decode(op::WRITE, &ext), Ok((5, write(true))));
+        let (plain, ext) = (write(None).encode(5), write(Some(47_008)).encode(5));
+        assert_eq!(plain[16..24], 47_108u64.to_le_bytes());
+        assert_eq!(plain.len(), 24 + 2);
+        assert_eq!(ext[16..24], (47_108u64 | 1 << 63).to_le_bytes());
+        assert_eq!(ext[24..28], 100u32.to_le_bytes());
+        assert_eq!(
+            Request::decode(op::WRITE, &ext),
+            Ok((5, write(Some(47_008))))
+        );
         let read = Request::Read {
             ino: 3,
             offset: 47_008,
             len: 9,
-            extent: true,
+            extent: Some(0),
         };
         assert_eq!(Request::decode(op::READ, &read.encode(5)), Ok((5, read)));
+        // An extent starting before byte 0, or holding bytes past MAX_IO from its start.
+        let mut before = write(Some(47_008)).encode(5);
+        before[24..28].copy_from_slice(&47_109u32.to_le_bytes());
+        assert!(Request::decode(op::WRITE, &before).is_err());
+        let far = Request::Read {
+            ino: 3,
+            offset: u64::from(MAX_IO),
+            len: 1,
+            extent: Some(0),
+        };
+        assert!(Request::decode(op::READ, &far.encode(5)).is_err());
+        let at_end = Request::Read {
+            ino: 3,
+            offset: u64::from(MAX_IO),
+            len: 0,
+            extent: Some(0),
+        };
+        assert_eq!(
+            Request::decode(op::READ, &at_end.encode(5)),
+            Ok((5, at_end))
+        );
+        // A unit of 0 bytes, or of more than MAX_IO.
+        for unit in [0, MAX_IO + 1] {
+            let p = Request::IoUnit { ino: 3, unit }.encode(5);
+            assert!(Request::decode(op::IO_UNIT, &p).is_err(), "unit {unit}");
+        }
     }
 
     #[test]
@@ -1775,8 +1885,8 @@ mod tests {
         }
 
         #[test]
-        fn attr_replies_round_trip(a in attr(), opi in 0usize..5) {
-            let o = [op::CREATE, op::MKINODE, op::GETATTR, op::SETATTR, op::OPEN][opi];
+        fn attr_replies_round_trip(a in attr(), opi in 0usize..6) {
+            let o = [op::CREATE, op::MKINODE, op::GETATTR, op::SETATTR, op::OPEN, op::IO_UNIT][opi];
             let mut out = Vec::new();
             Reply::Attr(a).encode(&mut out);
             prop_assert_eq!(out.len(), ATTR_BYTES);

@@ -140,13 +140,11 @@ fn data_round_trips_under_every_distribution_and_truncate_drops_it() {
         assert_eq!(c.stat(&path).unwrap().size, 6 * chunk as u64);
         let fd = c.open(&path, libc::O_RDONLY, 0).unwrap();
         for k in 0..6u64 {
-            // I/O-distributed data is read with the offsets it was written with.
             let got = c.pread(fd, chunk, k * chunk as u64).unwrap();
             assert!(got == pattern(k, chunk), "{dist:?} chunk {k} differs");
         }
         c.close(fd).unwrap();
-        // A cut through the first write and a regrow: the bytes past the cut read as zeros
-        // (an I/O-based file's through the extent written at offset 0).
+        // A cut through the first write and a regrow: the bytes past the cut read as zeros.
         c.truncate(&path, 1000).unwrap();
         c.truncate(&path, 300_000).unwrap();
         let fd = c.open(&path, libc::O_RDONLY, 0).unwrap();
@@ -159,6 +157,85 @@ fn data_round_trips_under_every_distribution_and_truncate_drops_it() {
         c.close(fd).unwrap();
         c.unlink(&path).unwrap();
     }
+}
+
+/// I/O-based distribution: the first write fixes the file's I/O unit (its length, at least a
+/// page), and every byte lives in the unit that holds its offset. Reads of any offset and
+/// length, by any client, see the last write of each byte, also where writes overlap and
+/// straddle units.
+#[test]
+fn an_io_based_file_reads_back_at_any_offset_and_overlapping_writes_win() {
+    const XFER: usize = 47_008;
+    let cl = Cluster::start(2);
+    let mut w = cl.client();
+    let io = Hint {
+        data: DataDist::Io,
+        bigdir: false,
+    };
+    w.mkdir("/n1", 0o755, Some(io)).unwrap();
+    let fd = w.create("/n1/shared", 0o644).unwrap();
+    assert_eq!(w.stat("/n1/shared").unwrap().io_unit, 0, "no write yet");
+    let mut model = vec![0u8; 8 * XFER];
+    let mut put = |w: &mut peakfs::client::Client, seed: u64, at: usize, len: usize| {
+        let data = pattern(seed, len);
+        w.pwrite(fd, &data, at as u64).unwrap();
+        if model.len() < at + len {
+            model.resize(at + len, 0);
+        }
+        model[at..at + len].copy_from_slice(&data);
+    };
+    // N-1 transfers, the last first; then writes over them: one inside a unit, one across
+    // three units, and one past the end.
+    for k in (0..8).rev() {
+        put(&mut w, k as u64, k * XFER, XFER);
+    }
+    put(&mut w, 100, 5_000, 10);
+    put(&mut w, 101, XFER - 7, 2 * XFER + 100);
+    put(&mut w, 102, 8 * XFER + 3_000, 9_000);
+    w.close(fd).unwrap();
+    let a = w.stat("/n1/shared").unwrap();
+    assert_eq!((a.io_unit, a.size), (XFER as u32, model.len() as u64));
+    // Another client reads in 128 KiB pieces (as a FUSE reader does), then at odd places.
+    let mut r = cl.client();
+    let fd = r.open("/n1/shared", libc::O_RDONLY, 0).unwrap();
+    let mut whole = Vec::new();
+    while whole.len() < model.len() {
+        let got = r.pread(fd, 128 << 10, whole.len() as u64).unwrap();
+        assert!(!got.is_empty(), "short at {}", whole.len());
+        whole.extend_from_slice(&got);
+    }
+    assert!(whole == model, "read in 128 KiB pieces");
+    for (at, len) in [
+        (0, 1),
+        (4_999, 12),
+        (XFER - 8, 2),
+        (3 * XFER - 1, XFER + 2),
+        (8 * XFER, 12_000),
+    ] {
+        let got = r.pread(fd, len, at as u64).unwrap();
+        let want = &model[at..(at + len).min(model.len())];
+        assert!(got == want, "{len} bytes at {at}");
+    }
+    r.close(fd).unwrap();
+    // A second writer's first write does not change the unit; a tiny first write of a new
+    // file fixes a page.
+    let fd = r.open("/n1/shared", libc::O_WRONLY, 0).unwrap();
+    r.pwrite(fd, b"xyz", 1).unwrap();
+    r.close(fd).unwrap();
+    assert_eq!(r.stat("/n1/shared").unwrap().io_unit, XFER as u32);
+    let fd = r.create("/n1/small", 0o644).unwrap();
+    r.pwrite(fd, b"header", 0).unwrap();
+    r.pwrite(fd, &pattern(7, 10_000), 6).unwrap();
+    r.close(fd).unwrap();
+    assert_eq!(r.stat("/n1/small").unwrap().io_unit, 4096);
+    let fd = w.open("/n1/small", libc::O_RDONLY, 0).unwrap();
+    let got = w.pread(fd, 20_000, 0).unwrap();
+    assert_eq!(&got[..6], b"header");
+    assert!(
+        got[6..] == pattern(7, 10_000),
+        "across three units of a page"
+    );
+    w.close(fd).unwrap();
 }
 
 #[test]

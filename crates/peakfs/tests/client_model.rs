@@ -44,8 +44,6 @@ struct Writer {
 struct File {
     /// Content after all acknowledged writes (what a reader sees once committed).
     content: Vec<u8>,
-    /// Created in the I/O-distributed directory: written and read at offset 0 only.
-    io: bool,
 }
 
 #[derive(Default)]
@@ -84,9 +82,17 @@ fn content(seed: u64, len: usize) -> Vec<u8> {
         .collect()
 }
 
-fn read_all(c: &mut Client, path: &str) -> Vec<u8> {
+/// The whole file, read `chunk` bytes at a time.
+fn read_all(c: &mut Client, path: &str, chunk: usize) -> Vec<u8> {
     let fd = c.open(path, libc::O_RDONLY, 0).unwrap();
-    let d = c.pread(fd, MAX_FILE as usize * 2, 0).unwrap();
+    let mut d = Vec::new();
+    loop {
+        let got = c.pread(fd, chunk, d.len() as u64).unwrap();
+        if got.is_empty() {
+            break;
+        }
+        d.extend_from_slice(&got);
+    }
     c.close(fd).unwrap();
     d
 }
@@ -142,7 +148,6 @@ fn random_operations_of_several_clients_match_a_commit_consistent_model() {
                     assert!(!exists, "{ctx}: O_EXCL create of an existing file");
                     let file = File {
                         content: Vec::new(),
-                        io: dir == "/io",
                     };
                     m.next_id += 1;
                     m.files.insert(m.next_id, file);
@@ -169,12 +174,9 @@ fn random_operations_of_several_clients_match_a_commit_consistent_model() {
                     }
                 };
                 let len = 1 + rng.below(64 << 10) as usize;
-                let off = if m.files[&id].io {
-                    // I/O-based files are read back at the offsets written: keep one stream.
-                    0
-                } else {
-                    rng.below(MAX_FILE - len as u64)
-                };
+                // Any offset, in every directory: an I/O-based file's writes overlap and straddle
+                // its I/O units (fixed by its first write) as a block file's cross blocks.
+                let off = rng.below(MAX_FILE - len as u64);
                 let data = content(rng.next(), len);
                 clients[w.client].pwrite(w.fd, &data, off).unwrap();
                 w.dirty = true;
@@ -209,7 +211,9 @@ fn random_operations_of_several_clients_match_a_commit_consistent_model() {
                         if committed {
                             let want = &m.files[&id].content;
                             assert_eq!(a.size, want.len() as u64, "{ctx}: size");
-                            let got = read_all(c, &path);
+                            // Any read size: reads cut through I/O units and blocks.
+                            let chunk = 1 + rng.below(MAX_FILE) as usize;
+                            let got = read_all(c, &path, chunk);
                             assert!(got == *want, "{ctx}: content differs ({} bytes)", got.len());
                         }
                     }
@@ -296,7 +300,7 @@ fn random_operations_of_several_clients_match_a_commit_consistent_model() {
                 "seed {seed} {path}"
             );
             assert!(
-                read_all(c, path) == *want,
+                read_all(c, path, 2 * MAX_FILE as usize) == *want,
                 "seed {seed} {path}: final content differs"
             );
         }

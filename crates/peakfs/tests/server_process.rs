@@ -114,7 +114,7 @@ fn writer(
             let req = Request::Write {
                 ino: f.ino,
                 offset: p.offset,
-                extent: f.hint.data == DataDist::Io,
+                extent: (f.hint.data == DataDist::Io).then_some(p.offset),
                 data: &data[at..at + p.len as usize],
             };
             if cl.try_call(p.lambda, req).is_err() {

@@ -233,10 +233,12 @@ fn main() -> anyhow::Result<()> {
             match (shape, &data) {
                 (Some((xfer, stride, extent)), Some(data)) => {
                     for i in 0..args.writes {
+                        let offset = i * stride * xfer;
                         timed(Request::Write {
                             ino: FOREIGN_INO,
-                            offset: i * stride * xfer,
-                            extent,
+                            offset,
+                            // Each transfer an I/O unit of its own, as an N-1 file's.
+                            extent: extent.then_some(offset),
                             data,
                         })?;
                     }
@@ -246,7 +248,7 @@ fn main() -> anyhow::Result<()> {
                         timed(Request::Write {
                             ino,
                             offset: 0,
-                            extent: false,
+                            extent: None,
                             data: &small_data,
                         })?;
                     }

@@ -428,7 +428,7 @@ fn main() -> Result<()> {
                     "{}",
                     serde_json::json!({"ino": s.ino, "mode": s.mode, "uid": s.uid, "gid": s.gid,
                         "nlink": s.nlink, "size": s.size, "mtime_ns": s.mtime_ns,
-                        "hint": s.hint.to_byte()})
+                        "hint": s.hint.to_byte(), "io_unit": s.io_unit})
                 );
             } else {
                 println!("{s:?}");

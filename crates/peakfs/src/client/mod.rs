@@ -222,6 +222,8 @@ pub struct Entry {
 struct OpenFile {
     ino: u64,
     dist: DataDist,
+    /// The I/O unit of an I/O-based file as last seen (0: none yet).
+    io_unit: u32,
     writable: bool,
     append: bool,
     /// The size last seen at the home slice.
@@ -258,32 +260,66 @@ impl OfIno for OpenFile {
 /// Most transfers of a strided reader fetched together.
 const STRIDED_AHEAD: u64 = 64;
 
-/// The data requests of bytes `[offset, offset + len)` of file `ino`, as `(λ, offset, len)`:
-/// the layout's pieces, cut at `piece` bytes, or at [`MAX_IO`] for I/O-based data (whose λ
-/// is the offset's: writers and readers cut it alike).
+/// Smallest I/O unit a first write fixes: a page, so that tiny first writes (a header) do not
+/// cut every later transfer into thousands of extents.
+const MIN_IO_UNIT: u32 = 4096;
+
+/// One data request: λ, file offset, length, and for I/O-based data the start of the I/O
+/// unit (extent) holding the bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct DataRequest {
+    lambda: u64,
+    offset: u64,
+    len: u64,
+    extent: Option<u64>,
+}
+
+/// The data requests of bytes `[offset, offset + len)` of file `ino`: the layout's pieces, cut
+/// at `piece` bytes; for I/O-based data, cut at the file's I/O units (`unit` bytes, at most
+/// [`MAX_IO`]), each on the slice of the unit's first byte, whoever writes or reads it.
 fn io_requests(
     layout: &Layout,
     ino: u64,
     dist: DataDist,
+    unit: u32,
     offset: u64,
     len: u64,
     piece: u64,
-) -> Vec<(u64, u64, u64)> {
-    let cut = match dist {
-        DataDist::Io => u64::from(MAX_IO),
-        DataDist::Block | DataDist::File => piece.clamp(1, u64::from(MAX_IO)),
-    };
+) -> Vec<DataRequest> {
     let mut requests = Vec::new();
+    let end = offset + len;
+    if dist == DataDist::Io {
+        let unit = u64::from(unit.clamp(1, MAX_IO));
+        let mut at = offset;
+        while at < end {
+            let origin = at / unit * unit;
+            let n = (origin + unit).min(end) - at;
+            requests.push(DataRequest {
+                lambda: layout.data_lambda(ino, dist, origin),
+                offset: at,
+                len: n,
+                extent: Some(origin),
+            });
+            at += n;
+        }
+        return requests;
+    }
+    let cut = piece.clamp(1, u64::from(MAX_IO));
     for p in layout.split(ino, dist, offset, len) {
         let mut at = p.offset;
         while at < p.offset + p.len {
             let n = (p.offset + p.len - at).min(cut);
-            let l = if at == p.offset {
+            let lambda = if at == p.offset {
                 p.lambda
             } else {
                 layout.data_lambda(ino, dist, at)
             };
-            requests.push((l, at, n));
+            requests.push(DataRequest {
+                lambda,
+                offset: at,
+                len: n,
+                extent: None,
+            });
             at += n;
         }
     }
@@ -497,6 +533,18 @@ impl Client {
         let a = attr_of(op::GETATTR, &b)?;
         self.learn(&a);
         Ok(self.with_local_size(a))
+    }
+
+    /// Fixes the I/O unit of I/O-based file `ino` to `unit` bytes unless a writer did first;
+    /// returns the unit in force.
+    fn fix_io_unit(&mut self, ino: u64, unit: u32) -> Result<u32> {
+        let b = self.call(home_lambda(ino), &Request::IoUnit { ino, unit })?;
+        match attr_of(op::IO_UNIT, &b)?.io_unit {
+            0 => Err(ClientError::Protocol(format!(
+                "inode {ino} kept no I/O unit"
+            ))),
+            u => Ok(u),
+        }
     }
 
     /// `a` with its size raised to the end of this client's uncommitted writes to it.
@@ -1134,6 +1182,7 @@ impl Client {
             OpenFile {
                 ino: a.ino,
                 dist: a.hint.data,
+                io_unit: a.io_unit,
                 writable,
                 append: flags & libc::O_APPEND != 0,
                 size: a.size,
@@ -1204,25 +1253,34 @@ impl Client {
         }
         f.ahead.clear(&mut self.conns);
         let (ino, dist) = (f.ino, f.dist);
+        if dist == DataDist::Io && f.io_unit == 0 {
+            // The first write of an I/O-based file fixes its unit: this one's length, unless
+            // another writer's came first.
+            let want = u32::try_from(data.len()).unwrap_or(MAX_IO);
+            let unit = self.fix_io_unit(ino, want.clamp(MIN_IO_UNIT, MAX_IO))?;
+            self.file(fd)?.io_unit = unit;
+        }
+        let unit = self.file(fd)?.io_unit;
         let pieces = io_requests(
             &layout,
             ino,
             dist,
+            unit,
             offset,
             data.len() as u64,
             u64::from(MAX_IO),
         );
-        for (l, at, n) in pieces {
-            let s = (at - offset) as usize;
+        for p in pieces {
+            let s = (p.offset - offset) as usize;
             let req = Request::Write {
                 ino,
-                offset: at,
-                extent: dist == DataDist::Io,
-                data: &data[s..s + n as usize],
+                offset: p.offset,
+                extent: p.extent,
+                data: &data[s..s + p.len as usize],
             };
-            self.conns.submit_write(fd, l, &req, max)?;
-            let r = layout.route(l);
-            self.file(fd)?.dirty.insert((r.server, r.worker), l);
+            self.conns.submit_write(fd, p.lambda, &req, max)?;
+            let r = layout.route(p.lambda);
+            self.file(fd)?.dirty.insert((r.server, r.worker), p.lambda);
         }
         let f = self.file(fd)?;
         f.written_end = Some(f.written_end.unwrap_or(0).max(end));
@@ -1323,15 +1381,16 @@ impl Client {
         let f = self.files.get_mut(fd).ok_or(ClientError::BadFd(fd))?;
         let (ino, dist) = (f.ino, f.dist);
         f.read_sent = true;
-        for (lambda, offset, n) in io_requests(&self.layout, ino, dist, at, len, READ_PIECE) {
+        let unit = f.io_unit;
+        for p in io_requests(&self.layout, ino, dist, unit, at, len, READ_PIECE) {
             let req = Request::Read {
                 ino,
-                offset,
-                len: n as u32,
-                extent: dist == DataDist::Io,
+                offset: p.offset,
+                len: p.len as u32,
+                extent: p.extent,
             };
-            let t = self.conns.submit(lambda, &req)?;
-            f.ahead.push(offset, n, t);
+            let t = self.conns.submit(p.lambda, &req)?;
+            f.ahead.push(p.offset, p.len, t);
         }
         Ok(())
     }
@@ -1379,11 +1438,15 @@ impl Client {
             }
         };
         let mut size = f.seen_size();
-        if want_end > size {
-            // Another client may have committed more since.
-            let committed = self.getattr(ino)?.size;
+        let no_unit = dist == DataDist::Io && f.io_unit == 0;
+        if want_end > size || no_unit {
+            // Another client may have committed more since, and fixed the file's I/O unit.
+            let a = self.getattr(ino)?;
             let f = self.file(fd)?;
-            f.size = committed;
+            f.size = a.size;
+            if f.io_unit == 0 {
+                f.io_unit = a.io_unit;
+            }
             size = f.seen_size();
         }
         if offset >= size || len == 0 {
@@ -1392,6 +1455,10 @@ impl Client {
         let n = (size - offset).min(len as u64);
         let end = offset + n;
         let f = self.files.get_mut(fd).ok_or(ClientError::BadFd(fd))?;
+        if dist == DataDist::Io && f.io_unit == 0 {
+            // No write fixed a unit: the file is holes (a truncate made its size).
+            return Ok(vec![0; n as usize]);
+        }
         if !f.ahead.serves(offset, end) {
             f.ahead.clear(&mut self.conns);
             let stream = if let Some(stride) = stride.filter(|_| ra > n) {

@@ -118,6 +118,9 @@ pub struct Inode {
     pub hint: Hint,
     /// Device number of a character or block device node (0 otherwise).
     pub rdev: u32,
+    /// Bytes of each I/O unit of an I/O-based file: bytes `[k·u, (k+1)·u)` are one extent,
+    /// on the slice of offset `k·u`. Fixed by the file's first write (0: none yet).
+    pub io_unit: u32,
 }
 
 impl Inode {
@@ -139,6 +142,8 @@ impl Inode {
         b[76] = self.hint.encode();
         // Bytes 77..80 stay zero; inodes written before rdev existed read back rdev 0.
         b[80..84].copy_from_slice(&self.rdev.to_le_bytes());
+        // Inodes written before the I/O unit existed read back 0 here: none yet.
+        b[84..88].copy_from_slice(&self.io_unit.to_le_bytes());
         let crc = common::hash::crc32c(&b[8..]);
         b[4..8].copy_from_slice(&crc.to_le_bytes());
         b
@@ -174,6 +179,7 @@ impl Inode {
             first_block: PageRun::unpack(u64_at(64), u32_at(72)),
             hint: Hint::decode(b[76])?,
             rdev: u32_at(80),
+            io_unit: u32_at(84),
         })
     }
 
@@ -192,11 +198,11 @@ mod tests {
         #[test]
         fn encode_decode_round_trips_and_any_flipped_bit_is_caught(
             ino: u64, mode: u32, size: u64, mtime: i64, start: u64, pages in 0u32..=1024,
-            first in 0u16..1024, bigdir: bool, nlink: u32, rdev: u32,
+            first in 0u16..1024, bigdir: bool, nlink: u32, rdev: u32, io_unit: u32,
             flip in 0usize..INODE_BYTES * 8,
         ) {
             let i = Inode {
-                ino, mode, size, mtime_ns: mtime, nlink, rdev,
+                ino, mode, size, mtime_ns: mtime, nlink, rdev, io_unit,
                 first_block: PageRun { start, pages, first },
                 hint: Hint { data: DataDistribution::File, bigdir },
                 ..Inode::default()

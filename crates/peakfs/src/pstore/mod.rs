@@ -362,6 +362,9 @@ pub struct SetAttr {
     pub hint: Option<Hint>,
     /// New link count (0 is refused: an inode loses its last link through [`PStore::relink`]).
     pub nlink: Option<u32>,
+    /// The I/O unit of an I/O-based file ([`Inode::io_unit`]): taken only while the inode has
+    /// none, so that the first writer's unit holds for every writer after it.
+    pub io_unit: Option<u32>,
 }
 
 /// Attributes of an inode [`PStore::create_inode`] makes.
@@ -2151,6 +2154,9 @@ impl PStore {
         i.atime_ns = attr.atime_ns.unwrap_or(i.atime_ns);
         i.mtime_ns = attr.mtime_ns.unwrap_or(i.mtime_ns);
         i.hint = attr.hint.unwrap_or(i.hint);
+        if i.io_unit == 0 {
+            i.io_unit = attr.io_unit.unwrap_or(0);
+        }
         match attr.nlink {
             Some(0) => {
                 return Err(PStoreError::Invalid(format!(
@@ -2375,16 +2381,24 @@ impl PStore {
         self.write_keyed(ino, offset, data, BlockKeys::File)
     }
 
-    /// Writes the I/O `data` at `offset` of file `ino` as an extent of its own
-    /// ([`BlockKeys::Extent`]: I/O-based distribution); [`Self::read_extent`] at the same
-    /// offset reads it back. When the inode is here, its size and mtime follow the write.
+    /// Writes `data` at `offset` of file `ino` into the extent that starts at file offset
+    /// `origin` (`origin <= offset`; [`BlockKeys::Extent`]: an I/O unit of an I/O-based
+    /// file). Its pages hold nothing of any other extent: an extent written whole from its
+    /// origin is exactly the pages its bytes need. When the inode is here, its size and
+    /// mtime follow the write.
     pub fn write_extent(
         &mut self,
         ino: u64,
+        origin: u64,
         offset: u64,
         data: &[u8],
     ) -> Result<usize, PStoreError> {
-        self.write_keyed(ino, offset, data, BlockKeys::Extent { origin: offset })
+        if origin > offset {
+            return Err(PStoreError::Invalid(format!(
+                "write at {offset} before the start of its extent at {origin}"
+            )));
+        }
+        self.write_keyed(ino, offset, data, BlockKeys::Extent { origin })
     }
 
     fn write_keyed(
@@ -2505,16 +2519,22 @@ impl PStore {
         self.read_keyed(ino, offset, buf, BlockKeys::File)
     }
 
-    /// Reads into `buf` from the extent written at `offset` of file `ino`
-    /// ([`Self::write_extent`]), as [`Self::read`] reads file blocks: bytes past what the
-    /// extent holds read as zeros.
+    /// Reads into `buf` from `offset` of file `ino`, out of the extent that starts at
+    /// `origin` ([`Self::write_extent`]), as [`Self::read`] reads file blocks: bytes the
+    /// extent does not hold read as zeros.
     pub fn read_extent(
         &mut self,
         ino: u64,
+        origin: u64,
         offset: u64,
         buf: &mut [u8],
     ) -> Result<usize, PStoreError> {
-        self.read_keyed(ino, offset, buf, BlockKeys::Extent { origin: offset })
+        if origin > offset {
+            return Err(PStoreError::Invalid(format!(
+                "read at {offset} before the start of its extent at {origin}"
+            )));
+        }
+        self.read_keyed(ino, offset, buf, BlockKeys::Extent { origin })
     }
 
     fn read_keyed(

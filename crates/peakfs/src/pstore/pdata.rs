@@ -8,11 +8,12 @@
 //! of two so that appends rarely move it (a block written only from its middle takes no pages
 //! for its head); a move copies the block to a new run and frees the old one.
 //!
-//! An I/O of a file with I/O-based distribution (§III-C1) is an extent of its own
+//! An I/O unit of a file with I/O-based distribution (§III-C1) is an extent of its own
 //! ([`BlockKeys::Extent`]): its blocks are counted from its first byte, so its pages start
-//! with that byte, hold nothing of any other I/O (an unaligned N-1 transfer needs no read of a
-//! neighbour's page, and two transfers never share one) and get exactly the pages its bytes
-//! need, since an extent does not grow; the rest of its last page reads as blanks.
+//! with that byte, hold nothing of any other unit (an unaligned N-1 transfer, one unit, needs
+//! no read of a neighbour's page, and two transfers never share one) and, written whole, get
+//! exactly the pages its bytes need: a new extent run is not rounded up to grow; the rest of
+//! its last page reads as blanks.
 //! Freed pages stay reserved until the WAL frame that frees them is durable, so a crash can
 //! never expose a run that an acknowledged file still maps to new data.
 //!
@@ -107,10 +108,10 @@ const EXTENT_KEY: u64 = 1 << 63;
 pub enum BlockKeys {
     /// File blocks: byte `pos` of the file is byte `pos % bs` of block `pos / bs`.
     File,
-    /// The I/O starting at byte `origin` is an extent of its own: its blocks are counted from
-    /// `origin` and keyed by their first byte's file offset with [`EXTENT_KEY`] set.
+    /// The extent (I/O unit) starting at byte `origin`: its blocks are counted from `origin`
+    /// and keyed by their first byte's file offset with [`EXTENT_KEY`] set.
     Extent {
-        /// File offset of the I/O's first byte (below 2^63).
+        /// File offset of the extent's first byte (below 2^63).
         origin: u64,
     },
 }
@@ -158,7 +159,7 @@ pub struct BlockWrite<'a> {
     pub data: &'a [u8],
     /// A new run gets room to grow (its length a power of two within the block), as a file
     /// block appended to may need; otherwise just the pages the block's bytes need (an
-    /// extent's, which never grows).
+    /// extent's, mostly written whole).
     pub grows: bool,
 }
 

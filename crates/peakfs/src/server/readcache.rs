@@ -124,7 +124,7 @@ impl ReadCache {
         out: &mut Vec<u8>,
     ) -> Result<Option<CacheHit>, Failure> {
         let len = len.try_into().unwrap_or(u32::MAX);
-        slice.read_reply(ino, offset, len, false, out)?;
+        slice.read_reply(ino, offset, len, None, out)?;
         Ok(None)
     }
 
@@ -135,7 +135,7 @@ impl ReadCache {
             ino,
             offset: block * bs,
             len: bs as u32,
-            extent: false,
+            extent: None,
         };
         slice.execute(req, &mut buf)?;
         let valid = buf.len();

@@ -944,18 +944,20 @@ impl Worker {
         // A READ's bytes are written over the last reply's (Slice::read_reply), without
         // zeroing the buffer first; every other reply starts from an empty buffer.
         let r = match req {
-            // Extents are read whole by whoever wrote them: no block of theirs is cached.
+            // Extents (I/O units, read as they were written) go around the block cache.
             Request::Read {
                 ino,
                 offset,
                 len,
-                extent: true,
-            } => self.slice.read_reply(ino, offset, len, true, &mut self.out),
+                extent: extent @ Some(_),
+            } => self
+                .slice
+                .read_reply(ino, offset, len, extent, &mut self.out),
             Request::Read {
                 ino,
                 offset,
                 len,
-                extent: false,
+                extent: None,
             } => {
                 match self
                     .cache

@@ -108,6 +108,7 @@ fn attr(i: &Inode) -> Attr {
         ctime_ns: i.ctime_ns,
         hint: hint_to_wire(i.hint),
         rdev: i.rdev,
+        io_unit: i.io_unit,
     }
 }
 
@@ -393,7 +394,7 @@ impl Slice {
         ino: u64,
         offset: u64,
         len: u32,
-        extent: bool,
+        extent: Option<u64>,
         out: &mut Vec<u8>,
     ) -> Result<(), Failure> {
         if self.store.is_halted() {
@@ -408,19 +409,18 @@ impl Slice {
         Ok(())
     }
 
-    /// Reads into `buf` (file blocks, or the extent written at `offset`); returns the bytes
-    /// read, every one of them written.
+    /// Reads into `buf` (file blocks, or the extent that starts at `extent`); returns the
+    /// bytes read, every one of them written.
     fn read_to(
         &mut self,
         ino: u64,
         offset: u64,
-        extent: bool,
+        extent: Option<u64>,
         buf: &mut [u8],
     ) -> Result<usize, Failure> {
-        if extent {
-            self.store.read_extent(ino, offset, buf)
-        } else {
-            self.store.read(ino, offset, buf)
+        match extent {
+            Some(origin) => self.store.read_extent(ino, origin, offset, buf),
+            None => self.store.read(ino, offset, buf),
         }
         .map_err(fail)
     }
@@ -588,16 +588,34 @@ impl Slice {
                 Reply::Attr(attr(&i))
             }
             Request::Close { .. } => Reply::Empty,
+            Request::IoUnit { ino, unit } => {
+                let i = self.store.getattr(ino).map_err(fail)?;
+                if i.mode & libc::S_IFMT != libc::S_IFREG {
+                    return Err(err(
+                        Errno::EINVAL,
+                        format!("inode {ino} is not a regular file: no I/O unit"),
+                    ));
+                }
+                let i = if i.io_unit == 0 {
+                    let set = pstore::SetAttr {
+                        io_unit: Some(unit),
+                        ..Default::default()
+                    };
+                    self.store.setattr(ino, &set).map_err(fail)?
+                } else {
+                    i
+                };
+                Reply::Attr(attr(&i))
+            }
             Request::Write {
                 ino,
                 offset,
                 extent,
                 data,
             } => {
-                let n = if extent {
-                    self.store.write_extent(ino, offset, data)
-                } else {
-                    self.store.write(ino, offset, data)
+                let n = match extent {
+                    Some(origin) => self.store.write_extent(ino, origin, offset, data),
+                    None => self.store.write(ino, offset, data),
                 };
                 Reply::Written(n.map_err(fail)? as u32)
             }
@@ -655,6 +673,7 @@ impl Slice {
             mtime_ns: set.mtime_ns,
             hint: None,
             nlink: None,
+            io_unit: None,
         };
         if let Some(cur) = cur {
             if let Some(to) = set.extend_to
@@ -735,33 +754,33 @@ mod tests {
         let extent = vec![0x3cu8; 47_008];
         slice
             .store()
-            .write_extent(sparse, 1 << 20, &extent)
+            .write_extent(sparse, 1 << 20, 1 << 20, &extent)
             .unwrap();
         let mut out = Vec::new();
-        slice.read_reply(full, 0, 300_000, false, &mut out).unwrap();
+        slice.read_reply(full, 0, 300_000, None, &mut out).unwrap();
         assert!(out == data, "a read into an empty buffer");
         // The buffer now holds the first file's bytes: a read of the hole must not show them.
         slice
-            .read_reply(sparse, 0, 256 << 10, false, &mut out)
+            .read_reply(sparse, 0, 256 << 10, None, &mut out)
             .unwrap();
         assert_eq!(out.len(), 256 << 10);
         assert_eq!(&out[200 << 10..(200 << 10) + 5], b"tail!");
         out[200 << 10..(200 << 10) + 5].fill(0);
         assert!(out.iter().all(|&b| b == 0), "the holes around it");
-        slice.read_reply(full, 1000, 10, false, &mut out).unwrap();
+        slice.read_reply(full, 1000, 10, None, &mut out).unwrap();
         assert_eq!(out, data[1000..1010]);
         slice
-            .read_reply(sparse, 1 << 20, 47_008, true, &mut out)
+            .read_reply(sparse, 1 << 20, 47_008, Some(1 << 20), &mut out)
             .unwrap();
         assert!(out == extent, "the extent over a shorter buffer");
         out.fill(0xEE);
         out.resize(300_000, 0xEE);
         slice
-            .read_reply(sparse, 512 << 10, 4096, true, &mut out)
+            .read_reply(sparse, 512 << 10, 4096, Some(512 << 10), &mut out)
             .unwrap();
         assert_eq!(out, vec![0; 4096], "no extent starts there");
         slice
-            .read_reply(sparse, 2 << 20, 4096, false, &mut out)
+            .read_reply(sparse, 2 << 20, 4096, None, &mut out)
             .unwrap();
         assert!(out.is_empty(), "past the end");
     }

@@ -232,7 +232,7 @@ impl Client {
             let req = Request::Write {
                 ino: file.ino,
                 offset: p.offset,
-                extent: file.hint.data == DataDist::Io,
+                extent: (file.hint.data == DataDist::Io).then_some(p.offset),
                 data: &data[at..at + p.len as usize],
             };
             self.call(p.lambda, req).unwrap();
@@ -266,7 +266,7 @@ impl Client {
                 ino: file.ino,
                 offset: p.offset,
                 len: p.len as u32,
-                extent: file.hint.data == DataDist::Io,
+                extent: (file.hint.data == DataDist::Io).then_some(p.offset),
             };
             let mut got = self.call(p.lambda, req).unwrap();
             got.resize(p.len as usize, 0);
