@@ -243,7 +243,8 @@ fn kill_9_during_writes_loses_nothing_fsynced_and_sigterm_exits_cleanly() {
 }
 
 #[test]
-fn link_counts_survive_kill_9_and_an_orphan_whose_client_is_gone_is_freed_at_restart() {
+fn link_counts_and_io_units_survive_kill_9_and_an_orphan_whose_client_is_gone_is_freed_at_restart()
+{
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let master = spawn(
@@ -334,6 +335,16 @@ fn link_counts_survive_kill_9_and_an_orphan_whose_client_is_gone_is_freed_at_res
     for l in 0..u64::from(layout.slots()) {
         cl.call(l, Request::Fsync { ino: 0 }).unwrap();
     }
+    // An I/O unit is durable once answered, with no FSYNC after it: writers lay data out by it.
+    let unit = Request::IoUnit {
+        ino: f.ino,
+        unit: 47_008,
+    };
+    let r = cl.call(home_lambda(f.ino), unit).unwrap();
+    let Reply::Attr(a) = Reply::decode(op::IO_UNIT, &r).unwrap() else {
+        panic!("no attributes")
+    };
+    assert_eq!(a.io_unit, 47_008);
     cl.close();
 
     // SIGKILL the server holding both inodes and restart it on its data file.
@@ -360,11 +371,9 @@ fn link_counts_survive_kill_9_and_an_orphan_whose_client_is_gone_is_freed_at_res
 
     let view = fetch_view(&uri, Duration::from_secs(10)).unwrap();
     let mut cl = Client::connect(&view);
-    assert_eq!(
-        cl.getattr(f.ino).unwrap().nlink,
-        3,
-        "the WAL replay keeps the count"
-    );
+    let a = cl.getattr(f.ino).unwrap();
+    assert_eq!(a.nlink, 3, "the WAL replay keeps the count");
+    assert_eq!(a.io_unit, 47_008, "the WAL replay keeps the I/O unit");
     assert_eq!(cl.getattr(o.ino), Err(Errno::ENOENT));
     let root = cl.getattr(ROOT_INO).unwrap();
     let mut want = vec!["linked".to_string(), here.clone(), away.clone()];

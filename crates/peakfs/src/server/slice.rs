@@ -605,6 +605,9 @@ impl Slice {
                 } else {
                     i
                 };
+                // Durable before any writer lays data out by it: a unit lost in a crash could
+                // be fixed again differently while a writer still holds the old one.
+                self.store.fsync().map_err(fail)?;
                 Reply::Attr(attr(&i))
             }
             Request::Write {
