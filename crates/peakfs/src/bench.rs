@@ -7,9 +7,10 @@
 //! workers at once (the driver writes the phase to every worker before reading any result);
 //! a phase's throughput is the sum of operations over the span from the earliest start to the
 //! latest end. Each phase also reports the requests its operations sent (`rpcs_per_op`: a
-//! small-file create needs two, CREATE and WRITE; the other metadata ops one) and the CPU
+//! small-file create needs two, CREATE and WRITE; the other metadata ops one), the CPU
 //! time its processes' threads spent per operation (`client_cpu_us_per_op`, from
-//! getrusage: what the client side costs, whatever waits on the servers). Phases that run
+//! getrusage: what the client side costs, whatever waits on the servers), the kernel's part
+//! of it (`client_sys_us_per_op`) and how often they slept (`client_sleeps_per_op`). Phases that run
 //! one operation at a time (`echo-spread`, `echo-routed`, `mdtest-*`) also time each operation
 //! in every process, and their record carries the merged `latency_us`: a
 //! bigdir phase that trails `echo-spread` by a shifted median costs more per operation, one
@@ -170,6 +171,12 @@ pub struct PhaseResult {
     /// CPU time of the process's thread that ran the phase (user and system), ns.
     #[serde(default)]
     pub cpu_ns: u64,
+    /// The system (kernel) part of `cpu_ns`, ns.
+    #[serde(default)]
+    pub sys_ns: u64,
+    /// Times the thread slept (voluntary context switches: waits for a reply, mostly).
+    #[serde(default)]
+    pub sleeps: u64,
     /// Start, ns since the epoch.
     pub start_ns: u128,
     /// End, ns since the epoch.
@@ -503,7 +510,9 @@ impl Worker {
                 }),
             };
             let end_ns = epoch_ns();
-            let cpu_ns = ThreadUsage::now().since(&usage).cpu.as_nanos() as u64;
+            let used = ThreadUsage::now().since(&usage);
+            let (cpu_ns, sys_ns) = (used.cpu.as_nanos() as u64, used.system.as_nanos() as u64);
+            let sleeps = used.voluntary_switches.max(0) as u64;
             let rpcs = self.client.rpcs_sent() - sent;
             let res = match r {
                 Ok((ops, bytes)) => PhaseResult {
@@ -511,6 +520,8 @@ impl Worker {
                     bytes,
                     rpcs,
                     cpu_ns,
+                    sys_ns,
+                    sleeps,
                     start_ns,
                     end_ns,
                     home_slot: (name == "echo-home").then_some(self.home),
@@ -522,6 +533,8 @@ impl Worker {
                     bytes: 0,
                     rpcs,
                     cpu_ns,
+                    sys_ns,
+                    sleeps,
                     start_ns,
                     end_ns,
                     home_slot: None,
@@ -583,6 +596,10 @@ pub struct Phase {
     pub rpcs: u64,
     /// CPU time of the client processes' threads that ran it, summed.
     pub client_cpu: Duration,
+    /// The kernel's part of `client_cpu`.
+    pub client_sys: Duration,
+    /// Times those threads slept (waiting for replies), summed.
+    pub client_sleeps: u64,
     /// Earliest start to latest end.
     pub duration: Duration,
     /// The quickest process's own start to end.
@@ -610,6 +627,8 @@ impl Phase {
             bytes: 0,
             rpcs: 0,
             client_cpu: Duration::ZERO,
+            client_sys: Duration::ZERO,
+            client_sleeps: 0,
             duration: Duration::ZERO,
             fastest_proc: Duration::MAX,
             slowest_proc: Duration::ZERO,
@@ -621,6 +640,8 @@ impl Phase {
             total.bytes += run.bytes;
             total.rpcs += run.rpcs;
             total.client_cpu += run.client_cpu;
+            total.client_sys += run.client_sys;
+            total.client_sleeps += run.client_sleeps;
             total.duration += run.duration;
             total.fastest_proc = total.fastest_proc.min(run.fastest_proc);
             total.slowest_proc = total.slowest_proc.max(run.slowest_proc);
@@ -700,7 +721,7 @@ fn run_phase(procs: &mut [Proc], name: &str, iteration: usize) -> Result<Phase, 
         writeln!(stdin, "{name} {iteration}")?;
         stdin.flush()?;
     }
-    let (mut ops, mut bytes, mut rpcs, mut cpu_ns) = (0, 0, 0, 0);
+    let (mut ops, mut bytes, mut rpcs, mut cpu_ns, mut sys_ns, mut sleeps) = (0, 0, 0, 0, 0, 0);
     let (mut start, mut end) = (u128::MAX, 0u128);
     let (mut fastest, mut slowest) = (u128::MAX, 0u128);
     let mut home_slots = Vec::new();
@@ -722,6 +743,8 @@ fn run_phase(procs: &mut [Proc], name: &str, iteration: usize) -> Result<Phase, 
         bytes += r.bytes;
         rpcs += r.rpcs;
         cpu_ns += r.cpu_ns;
+        sys_ns += r.sys_ns;
+        sleeps += r.sleeps;
         start = start.min(r.start_ns);
         end = end.max(r.end_ns);
         let took = r.end_ns.saturating_sub(r.start_ns);
@@ -743,6 +766,8 @@ fn run_phase(procs: &mut [Proc], name: &str, iteration: usize) -> Result<Phase, 
         bytes,
         rpcs,
         client_cpu: Duration::from_nanos(cpu_ns),
+        client_sys: Duration::from_nanos(sys_ns),
+        client_sleeps: sleeps,
         duration: span,
         fastest_proc: ns_duration(fastest),
         slowest_proc: ns_duration(slowest),
@@ -914,6 +939,14 @@ pub fn drive(
             .extra(
                 "client_cpu_us_per_op",
                 r.client_cpu.as_secs_f64() * 1e6 / r.ops.max(1) as f64,
+            )
+            .extra(
+                "client_sys_us_per_op",
+                r.client_sys.as_secs_f64() * 1e6 / r.ops.max(1) as f64,
+            )
+            .extra(
+                "client_sleeps_per_op",
+                r.client_sleeps as f64 / r.ops.max(1) as f64,
             )
             .extra("fastest_proc_s", r.fastest_proc.as_secs_f64())
             .extra("slowest_proc_s", r.slowest_proc.as_secs_f64());

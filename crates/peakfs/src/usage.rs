@@ -9,6 +9,9 @@ use std::time::Duration;
 pub struct ThreadUsage {
     /// CPU time, user and system.
     pub cpu: Duration,
+    /// The part of `cpu` spent in the kernel (system calls, and the network stack's work they
+    /// do on the thread's behalf).
+    pub system: Duration,
     /// Page faults served without I/O (first touches, mostly).
     pub minor_faults: i64,
     /// Switches away from the thread because it waited.
@@ -34,6 +37,7 @@ impl ThreadUsage {
         };
         Self {
             cpu: time(ru.ru_utime) + time(ru.ru_stime),
+            system: time(ru.ru_stime),
             minor_faults: ru.ru_minflt,
             voluntary_switches: ru.ru_nvcsw,
             involuntary_switches: ru.ru_nivcsw,
@@ -44,6 +48,7 @@ impl ThreadUsage {
     pub fn since(&self, earlier: &Self) -> Self {
         Self {
             cpu: self.cpu.saturating_sub(earlier.cpu),
+            system: self.system.saturating_sub(earlier.system),
             minor_faults: self.minor_faults - earlier.minor_faults,
             voluntary_switches: self.voluntary_switches - earlier.voluntary_switches,
             involuntary_switches: self.involuntary_switches - earlier.involuntary_switches,
@@ -67,6 +72,7 @@ mod tests {
         let used = ThreadUsage::now().since(&start);
         assert!(used.cpu >= Duration::from_millis(10), "{used:?}");
         assert!(used.voluntary_switches >= 1, "{used:?}");
+        assert!(used.system <= used.cpu, "{used:?}");
         // Another thread's work is not this thread's.
         let before = ThreadUsage::now();
         std::thread::spawn(|| {

@@ -103,6 +103,21 @@ fn every_phase_counts_the_operations_of_all_processes_at_one_request_each() {
             "{}: {cpu_us} us of CPU against {spans_us} us of processes",
             r.workload
         );
+        let sys_us = r.extra["client_sys_us_per_op"].as_f64().unwrap() * r.ops as f64;
+        assert!(
+            (0.0..=cpu_us).contains(&sys_us),
+            "{}: {sys_us} us in the kernel",
+            r.workload
+        );
+        // A process sleeps at most about once per small reply it waits for (a large one may
+        // arrive in pieces).
+        let sleeps = r.extra["client_sleeps_per_op"].as_f64().unwrap();
+        let most = r.extra["rpcs_per_op"].as_f64().unwrap() * 1.5;
+        assert!(
+            sleeps >= 0.0 && (r.workload.starts_with("ior") || sleeps <= most),
+            "{}: {sleeps} sleeps per operation",
+            r.workload
+        );
         // The phases that run one operation at a time time each one, in every process.
         let timed = r.workload.starts_with("mdtest")
             || r.workload == "echo-spread"
