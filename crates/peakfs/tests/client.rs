@@ -118,15 +118,7 @@ fn data_round_trips_under_every_distribution_and_truncate_drops_it() {
         .enumerate()
     {
         let dir = format!("/d{i}");
-        c.mkdir(
-            &dir,
-            0o755,
-            Some(Hint {
-                data: dist,
-                bigdir: false,
-            }),
-        )
-        .unwrap();
+        c.mkdir(&dir, 0o755, Some(dir_of(dist))).unwrap();
         let path = format!("{dir}/f");
         let fd = c.create(&path, 0o644).unwrap();
         // 600 KiB in 100 KiB writes: many pipelined writes, several blocks each.
@@ -168,10 +160,7 @@ fn an_io_based_file_reads_back_at_any_offset_and_overlapping_writes_win() {
     const XFER: usize = 47_008;
     let cl = Cluster::start(2);
     let mut w = cl.client();
-    let io = Hint {
-        data: DataDist::Io,
-        bigdir: false,
-    };
+    let io = dir_of(DataDist::Io);
     w.mkdir("/n1", 0o755, Some(io)).unwrap();
     let fd = w.create("/n1/shared", 0o644).unwrap();
     assert_eq!(w.stat("/n1/shared").unwrap().io_unit, 0, "no write yet");
@@ -331,6 +320,14 @@ fn a_dead_server_gives_an_error_after_the_timeout_not_a_hang() {
     assert!(c.stat("/d").is_err());
     assert!(t.elapsed() < Duration::from_secs(15));
     assert_eq!(Errno::ENOENT.0, libc::ENOENT);
+}
+
+/// The hint of a regular directory whose files get distribution `data`.
+fn dir_of(data: DataDist) -> Hint {
+    Hint {
+        data,
+        bigdir: false,
+    }
 }
 
 fn big() -> Hint {
@@ -556,10 +553,7 @@ fn file_based_files_made_together_in_a_directory_go_to_a_slice_each() {
     // 2 servers x 2 workers: 4 slices; clients making their N-N files in one directory.
     let cl = Cluster::start(2);
     let mut setup = cl.client();
-    let nn = Hint {
-        data: DataDist::File,
-        bigdir: false,
-    };
+    let nn = dir_of(DataDist::File);
     setup.mkdir("/nn", 0o755, Some(nn)).unwrap();
     let mut clients: Vec<_> = (0..4).map(|_| cl.client()).collect();
     let mut slices = std::collections::HashSet::new();
@@ -587,10 +581,7 @@ fn a_full_write_pipeline_waits_for_its_oldest_write_not_for_the_first_server() {
         ..Cluster::options()
     };
     let mut c = peakfs::client::Client::connect(&cl.master_addr, opts).unwrap();
-    let io = Hint {
-        data: DataDist::Io,
-        bigdir: false,
-    };
+    let io = dir_of(DataDist::Io);
     c.mkdir("/n1", 0o755, Some(io)).unwrap();
     let fd = c.create("/n1/f", 0o644).unwrap();
     let ino = c.stat("/n1/f").unwrap().ino;
@@ -643,10 +634,7 @@ fn a_strided_reader_keeps_its_next_transfers_in_flight() {
     let cl = Cluster::start(2);
     const XFER: usize = 5000;
     let mut w = cl.client();
-    let io = Hint {
-        data: DataDist::Io,
-        bigdir: false,
-    };
+    let io = dir_of(DataDist::Io);
     w.mkdir("/n1", 0o755, Some(io)).unwrap();
     let fd = w.create("/n1/shared", 0o644).unwrap();
     for k in 0..40u64 {
@@ -705,10 +693,7 @@ fn a_strided_reader_keeps_its_next_transfers_in_flight() {
 fn a_sequential_reader_keeps_its_read_ahead_in_flight_as_pieces() {
     const PIECE: usize = peakfs::client::readahead::READ_PIECE as usize;
     let cl = Cluster::start(2);
-    let file = Hint {
-        data: DataDist::File,
-        bigdir: false,
-    };
+    let file = dir_of(DataDist::File);
     let mut w = cl.client();
     w.mkdir("/seq", 0o755, Some(file)).unwrap();
     let body = pattern(7, 10 * PIECE + 1234);

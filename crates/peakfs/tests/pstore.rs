@@ -1654,6 +1654,15 @@ enum DataOp {
     Truncate(u64),
 }
 
+/// `data` written at byte `at` of the byte-vector model of a file.
+fn model_write(model: &mut Vec<u8>, at: u64, data: &[u8]) {
+    let (at, end) = (at as usize, at as usize + data.len());
+    if model.len() < end {
+        model.resize(end, 0);
+    }
+    model[at..end].copy_from_slice(data);
+}
+
 fn data_op() -> impl Strategy<Value = DataOp> {
     prop_oneof![
         4 => (0u64..70_000, prop::collection::vec(any::<u8>(), 1..9000))
@@ -1701,11 +1710,7 @@ proptest! {
             match op {
                 DataOp::Write(o, d) => {
                     s.write(f.ino, o, &d).unwrap();
-                    let end = o as usize + d.len();
-                    if model.len() < end {
-                        model.resize(end, 0);
-                    }
-                    model[o as usize..end].copy_from_slice(&d);
+                    model_write(&mut model, o, &d);
                 }
                 DataOp::Truncate(n) => {
                     s.truncate(f.ino, n).unwrap();
@@ -1776,11 +1781,7 @@ proptest! {
                         let piece = &d[(at - o) as usize..(at - o + n) as usize];
                         s.write_extent(f.ino, origin, at, piece).unwrap();
                     }
-                    let end = o as usize + d.len();
-                    if model.len() < end {
-                        model.resize(end, 0);
-                    }
-                    model[o as usize..end].copy_from_slice(&d);
+                    model_write(&mut model, o, &d);
                 }
                 DataOp::Truncate(n) => {
                     s.truncate(f.ino, n).unwrap();
