@@ -227,6 +227,34 @@ fn an_io_based_file_reads_back_at_any_offset_and_overlapping_writes_win() {
     w.close(fd).unwrap();
 }
 
+/// A client configured with an I/O unit gives it to the I/O-based files it writes first,
+/// whatever its first write's length; the data reads back across the units.
+#[test]
+fn a_client_s_configured_io_unit_wins_over_its_first_write_s_length() {
+    const XFER: usize = 47_008;
+    let cl = Cluster::start(2);
+    let opts = peakfs::client::ClientOptions {
+        io_unit: Some(100_000),
+        ..Cluster::options()
+    };
+    let mut w = peakfs::client::Client::connect(&cl.master_addr, opts).unwrap();
+    w.mkdir("/n1", 0o755, Some(dir_of(DataDist::Io))).unwrap();
+    let body = pattern(3, 9 * XFER);
+    let fd = w.create("/n1/f", 0o644).unwrap();
+    for k in 0..9 {
+        w.pwrite(fd, &body[k * XFER..(k + 1) * XFER], (k * XFER) as u64)
+            .unwrap();
+    }
+    w.close(fd).unwrap();
+    let mut r = cl.client();
+    assert_eq!(r.stat("/n1/f").unwrap().io_unit, 100_000);
+    let fd = r.open("/n1/f", libc::O_RDONLY, 0).unwrap();
+    assert!(r.pread(fd, body.len(), 0).unwrap() == body, "whole");
+    let got = r.pread(fd, 3 * XFER, 99_000).unwrap();
+    assert!(got == body[99_000..99_000 + 3 * XFER], "across units");
+    r.close(fd).unwrap();
+}
+
 #[test]
 fn writes_are_visible_to_other_clients_after_close_or_fsync() {
     let cl = Cluster::start(2);

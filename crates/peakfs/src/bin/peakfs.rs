@@ -34,6 +34,10 @@ struct Args {
     /// their own.
     #[arg(long, global = true)]
     reply_poll_us: Option<u64>,
+    /// Bytes of the I/O unit of an I/O-based file this client writes first (env
+    /// PEAKFS_IO_UNIT; default: the length of that first write), 4096 to 16 MiB.
+    #[arg(long, global = true)]
+    io_unit: Option<u32>,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -183,6 +187,25 @@ fn reply_poll_us(a: &Args) -> Result<u64> {
     }
 }
 
+/// `--io-unit`, or PEAKFS_IO_UNIT, checked against the units a file can have.
+fn io_unit(a: &Args) -> Result<Option<u32>> {
+    let unit = match (a.io_unit, std::env::var("PEAKFS_IO_UNIT")) {
+        (Some(u), _) => u,
+        (None, Ok(v)) => v
+            .parse()
+            .with_context(|| format!("bad PEAKFS_IO_UNIT {v:?}"))?,
+        (None, Err(_)) => return Ok(None),
+    };
+    let range = peakfs::client::MIN_IO_UNIT..=peakfs::protocol::MAX_IO;
+    anyhow::ensure!(
+        range.contains(&unit),
+        "an I/O unit of {unit} bytes: it must be {} to {} bytes",
+        range.start(),
+        range.end()
+    );
+    Ok(Some(unit))
+}
+
 fn client(a: &Args) -> Result<Client> {
     let dist = a.dist.clone().or_else(|| std::env::var("PEAKFS_DIST").ok());
     let hint = match &dist {
@@ -194,6 +217,7 @@ fn client(a: &Args) -> Result<Client> {
         hint,
         dirs_near_client: !spread_dirs(a),
         reply_poll: Duration::from_micros(reply_poll_us(a)?),
+        io_unit: io_unit(a)?,
         ..ClientOptions::default()
     };
     Client::connect(&a.master, opts).with_context(|| format!("connecting to {}", a.master))

@@ -171,6 +171,11 @@ pub struct ClientOptions {
     /// once). Worth it where every client process has a core of its own: the reply then costs
     /// no wake-up ([`fabric::TcpConfig::reply_poll`]).
     pub reply_poll: Duration,
+    /// The I/O unit this client gives an I/O-based file that it writes first (none: the
+    /// length of that first write), within [`MIN_IO_UNIT`]..=[`MAX_IO`]. For writers whose
+    /// first write is not their transfer size (a header, or the kernel's pieces through
+    /// FUSE).
+    pub io_unit: Option<u32>,
     /// Owner of files created through the path API.
     pub uid: u32,
     /// Group of files created through the path API.
@@ -191,6 +196,7 @@ impl Default for ClientOptions {
             hint: None,
             dirs_near_client: true,
             reply_poll: Duration::ZERO,
+            io_unit: None,
             uid,
             gid,
         }
@@ -262,7 +268,7 @@ const STRIDED_AHEAD: u64 = 64;
 
 /// Smallest I/O unit a first write fixes: a page, so that tiny first writes (a header) do not
 /// cut every later transfer into thousands of extents.
-const MIN_IO_UNIT: u32 = 4096;
+pub const MIN_IO_UNIT: u32 = 4096;
 
 /// One data request: λ, file offset, length, and for I/O-based data the start of the I/O
 /// unit (extent) holding the bytes.
@@ -1254,9 +1260,12 @@ impl Client {
         f.ahead.clear(&mut self.conns);
         let (ino, dist) = (f.ino, f.dist);
         if dist == DataDist::Io && f.io_unit == 0 {
-            // The first write of an I/O-based file fixes its unit: this one's length, unless
-            // another writer's came first.
-            let want = u32::try_from(data.len()).unwrap_or(MAX_IO);
+            // The first write of an I/O-based file fixes its unit: this client's, or this
+            // write's length, unless another writer's came first.
+            let want = match self.opts.io_unit {
+                Some(unit) => unit,
+                None => u32::try_from(data.len()).unwrap_or(MAX_IO),
+            };
             let unit = self.fix_io_unit(ino, want.clamp(MIN_IO_UNIT, MAX_IO))?;
             self.file(fd)?.io_unit = unit;
         }
