@@ -362,9 +362,6 @@ pub struct SetAttr {
     pub hint: Option<Hint>,
     /// New link count (0 is refused: an inode loses its last link through [`PStore::relink`]).
     pub nlink: Option<u32>,
-    /// The I/O unit of an I/O-based file ([`Inode::io_unit`]): taken only while the inode has
-    /// none, so that the first writer's unit holds for every writer after it.
-    pub io_unit: Option<u32>,
 }
 
 /// Attributes of an inode [`PStore::create_inode`] makes.
@@ -1026,6 +1023,16 @@ impl Drop for PStore {
         }
         self.data.abandon_writing(&self.zone);
     }
+}
+
+/// The keys of the extent starting at `origin`, for an I/O at `offset` inside it.
+fn extent_keys(origin: u64, offset: u64) -> Result<BlockKeys, PStoreError> {
+    if origin > offset {
+        return Err(PStoreError::Invalid(format!(
+            "I/O at {offset} before the start of its extent at {origin}"
+        )));
+    }
+    Ok(BlockKeys::Extent { origin })
 }
 
 impl PStore {
@@ -2154,9 +2161,6 @@ impl PStore {
         i.atime_ns = attr.atime_ns.unwrap_or(i.atime_ns);
         i.mtime_ns = attr.mtime_ns.unwrap_or(i.mtime_ns);
         i.hint = attr.hint.unwrap_or(i.hint);
-        if i.io_unit == 0 {
-            i.io_unit = attr.io_unit.unwrap_or(0);
-        }
         match attr.nlink {
             Some(0) => {
                 return Err(PStoreError::Invalid(format!(
@@ -2168,6 +2172,20 @@ impl PStore {
         }
         i.ctime_ns = now_ns();
         self.run(MAX_RECORD, |s| s.log_inode(slot, &i))?;
+        Ok(i)
+    }
+
+    /// Gives `ino` (whose inode is here) the I/O unit `unit` ([`Inode::io_unit`]) unless it has
+    /// one: the first writer's unit holds for every writer after it. Returns the inode.
+    pub fn fix_io_unit(&mut self, ino: u64, unit: u32) -> Result<Inode, PStoreError> {
+        self.settle()?;
+        let slot = self.inode_offset(ino).ok_or(PStoreError::NoInode(ino))?;
+        let mut i = self.getattr(ino)?;
+        if i.io_unit == 0 {
+            i.io_unit = unit;
+            i.ctime_ns = now_ns();
+            self.run(MAX_RECORD, |s| s.log_inode(slot, &i))?;
+        }
         Ok(i)
     }
 
@@ -2393,12 +2411,7 @@ impl PStore {
         offset: u64,
         data: &[u8],
     ) -> Result<usize, PStoreError> {
-        if origin > offset {
-            return Err(PStoreError::Invalid(format!(
-                "write at {offset} before the start of its extent at {origin}"
-            )));
-        }
-        self.write_keyed(ino, offset, data, BlockKeys::Extent { origin })
+        self.write_keyed(ino, offset, data, extent_keys(origin, offset)?)
     }
 
     fn write_keyed(
@@ -2529,12 +2542,7 @@ impl PStore {
         offset: u64,
         buf: &mut [u8],
     ) -> Result<usize, PStoreError> {
-        if origin > offset {
-            return Err(PStoreError::Invalid(format!(
-                "read at {offset} before the start of its extent at {origin}"
-            )));
-        }
-        self.read_keyed(ino, offset, buf, BlockKeys::Extent { origin })
+        self.read_keyed(ino, offset, buf, extent_keys(origin, offset)?)
     }
 
     fn read_keyed(

@@ -596,15 +596,7 @@ impl Slice {
                         format!("inode {ino} is not a regular file: no I/O unit"),
                     ));
                 }
-                let i = if i.io_unit == 0 {
-                    let set = pstore::SetAttr {
-                        io_unit: Some(unit),
-                        ..Default::default()
-                    };
-                    self.store.setattr(ino, &set).map_err(fail)?
-                } else {
-                    i
-                };
+                let i = self.store.fix_io_unit(ino, unit).map_err(fail)?;
                 // Durable before any writer lays data out by it: a unit lost in a crash could
                 // be fixed again differently while a writer still holds the old one.
                 self.store.fsync().map_err(fail)?;
@@ -676,7 +668,6 @@ impl Slice {
             mtime_ns: set.mtime_ns,
             hint: None,
             nlink: None,
-            io_unit: None,
         };
         if let Some(cur) = cur {
             if let Some(to) = set.extend_to
