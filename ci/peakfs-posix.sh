@@ -60,9 +60,15 @@ fio_job seqwrite --rw=write --bs=64k
 fio_job randrw --rw=randrw --verify=md5 --size=16M
 fio_job n1-47008 --rw=write --bs=47008 --size=16M
 rm -f "$MNT"/fio-*
+# Placement hints are extended attributes of the mount (user.peakfs.dist, .io_unit).
+xattr() { python3 -c 'import os, sys
+if len(sys.argv) == 4: os.setxattr(sys.argv[1], sys.argv[2], sys.argv[3].encode())
+else: print(os.getxattr(sys.argv[1], sys.argv[2]).decode())' "$@"; }
 # I/O-based files (each I/O unit on the slice of its first byte, the unit fixed by the first
 # write), read back by the kernel at other offsets and sizes than fio wrote.
-"$PEAKFS" --master "$PEAKFS_MASTER" --dist io mkdir /fio-io
+mkdir "$MNT/fio-io"
+xattr "$MNT/fio-io" user.peakfs.dist io
+[[ $(xattr "$MNT/fio-io" user.peakfs.dist) == io* ]] || { echo "peakfs-posix: no io hint" >&2; exit 1; }
 fio_job io-randwrite --directory="$MNT/fio-io" --rw=randwrite
 fio_job io-n1-47008 --directory="$MNT/fio-io" --rw=write --bs=47008 --size=16M
 fio_job io-randrw --directory="$MNT/fio-io" --rw=randrw --bs=64k --verify=md5 --size=16M
@@ -75,7 +81,14 @@ dd if="$WORK/io-src" of="$MNT/fio-io/copy" bs=10000 skip=333 seek=333 count=50 c
 cmp "$WORK/io-src" "$MNT/fio-io/copy" || { echo "peakfs-posix: I/O-based copy differs" >&2; exit 1; }
 unit=$("$PEAKFS" --master "$PEAKFS_MASTER" stat --json /fio-io/copy)
 [[ $unit == *'"io_unit":47008'* ]] || { echo "peakfs-posix: I/O unit of the copy: $unit" >&2; exit 1; }
-echo "I/O-based copy: ok"
+# A directory's unit is its new files' from their creation, whatever sizes the kernel writes.
+mkdir "$MNT/fio-io/unit"
+xattr "$MNT/fio-io/unit" user.peakfs.io_unit 47008
+dd if="$WORK/io-src" of="$MNT/fio-io/unit/copy" bs=4096 status=none
+cmp "$WORK/io-src" "$MNT/fio-io/unit/copy" || { echo "peakfs-posix: unit copy differs" >&2; exit 1; }
+unit=$(xattr "$MNT/fio-io/unit/copy" user.peakfs.io_unit)
+[[ $unit == 47008 ]] || { echo "peakfs-posix: I/O unit of the unit copy: $unit" >&2; exit 1; }
+echo "I/O-based copies: ok"
 rm -rf "$MNT"/fio-io
 
 echo "== pjdfstest"

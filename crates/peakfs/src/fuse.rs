@@ -10,7 +10,7 @@
 //! count its home slice keeps (the paper's PeakFS has none, §III-A); a file unlinked while open
 //! here stays usable until its last release ([`crate::client`]); symlinks are S_IFLNK inodes
 //! holding the target as data; FIFOs, sockets and device nodes are inodes of their type with
-//! their device number.
+//! their device number. Placement hints are the extended attributes of [`crate::xattr`].
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -23,11 +23,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use fuser::{
     Errno, FileAttr, FileHandle, FopenFlags, Generation, INodeNo, LockOwner, OpenFlags,
     RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
-    ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+    ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
-use crate::client::{Caller, Client, ClientError, Entry};
+use crate::client::{Caller, Client, ClientError, Entry, set_id_bits_dropped};
 use crate::protocol::{Attr, SetAttr};
+use crate::xattr::{self, Change, HintAttr, SetFlags, XattrError};
 
 /// How long the kernel may cache a name → inode mapping.
 pub const ENTRY_TTL: Duration = Duration::from_secs(1);
@@ -220,11 +221,74 @@ impl PeakFuse {
     }
 }
 
+/// Answers getxattr(2) and listxattr(2): the value's size when asked with `size` 0, the value
+/// when it fits, ERANGE otherwise.
+fn reply_value(reply: ReplyXattr, size: u32, value: &[u8]) {
+    match u32::try_from(value.len()) {
+        Ok(n) if size == 0 => reply.size(n),
+        Ok(n) if n <= size => reply.data(value),
+        _ => reply.error(Errno::ERANGE),
+    }
+}
+
+/// A hint attribute refused: the caller gets the errno, the log says why.
+fn reply_refused(reply: ReplyEmpty, e: &XattrError) {
+    tracing::info!("extended attribute refused: {e}");
+    reply.error(Errno::from_i32(e.errno));
+}
+
+impl PeakFuse {
+    /// The permission bits of `ino` without the set-ID bits a change of owner or a truncate
+    /// drops; None when there are none to drop.
+    fn kept_mode(&self, ino: u64) -> Result<Option<u32>, ClientError> {
+        let a = self.client().getattr(ino)?;
+        let dropped = set_id_bits_dropped(a.mode);
+        Ok((dropped != 0).then_some(a.mode & 0o7777 & !dropped))
+    }
+
+    /// Carries out what a set or remove of a hint attribute asks of `ino`.
+    fn change_hint(&self, ino: u64, change: Change, reply: ReplyEmpty) {
+        let mut c = self.client();
+        let r = match change {
+            Change::None => Ok(()),
+            Change::Hint { data, io_unit } => c.set_hint(ino, data, io_unit).map(|_| ()),
+            Change::FixUnit(unit) => match c.fix_io_unit(ino, unit) {
+                // Another writer fixed another unit since the attributes were read.
+                Ok(fixed) if fixed != unit => {
+                    return reply_refused(reply, &xattr::unit_fixed(fixed));
+                }
+                r => r.map(|_| ()),
+            },
+        };
+        drop(c);
+        match r {
+            Err(ClientError::Refused { errno, message }) => reply_refused(
+                reply,
+                &XattrError {
+                    errno: errno.0,
+                    message,
+                },
+            ),
+            r => Self::reply_empty(reply, r),
+        }
+    }
+}
+
 fn perm(mode: u32, umask: u32) -> u32 {
     mode & !umask & 0o7777
 }
 
 impl fuser::Filesystem for PeakFuse {
+    fn init(&mut self, _req: &Request, config: &mut fuser::KernelConfig) -> std::io::Result<()> {
+        // The set-ID bits that writes, truncates and changes of owner drop are dropped here
+        // (the write flag, `setattr`, `open`). Without it, the kernel would ask for
+        // `security.capability` before every write(2): one more round trip through FUSE each.
+        if let Err(e) = config.add_capabilities(fuser::InitFlags::FUSE_HANDLE_KILLPRIV_V2) {
+            tracing::warn!("the kernel lacks {e:?}: it drops set-ID bits itself");
+        }
+        Ok(())
+    }
+
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         Self::reply_entry(reply, self.client().lookup(parent.0, name.as_bytes()));
     }
@@ -238,7 +302,7 @@ impl fuser::Filesystem for PeakFuse {
 
     fn setattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -254,8 +318,18 @@ impl fuser::Filesystem for PeakFuse {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
+        // A change of owner drops the set-ID bits, and so does a truncate by anyone but root
+        // (FUSE_HANDLE_KILLPRIV_V2; the kernel's own flag for it does not reach us).
+        let kill = uid.is_some() || gid.is_some() || (size.is_some() && req.uid() != 0);
+        let mode = match mode {
+            None if kill => match self.kept_mode(ino.0) {
+                Ok(m) => m,
+                Err(e) => return reply.error(errno(&e)),
+            },
+            m => m.map(|m| m & 0o7777),
+        };
         let set = SetAttr {
-            mode: mode.map(|m| m & 0o7777),
+            mode,
             uid,
             gid,
             size,
@@ -414,8 +488,16 @@ impl fuser::Filesystem for PeakFuse {
         Self::reply_empty(reply, r);
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        match self.client().open_ino(ino.0, flags.0) {
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let mut c = self.client();
+        let r = c.open_ino(ino.0, flags.0).and_then(|fd| {
+            // An open that truncates drops the set-ID bits as a truncate does.
+            if flags.0 & libc::O_TRUNC != 0 && req.uid() != 0 {
+                c.drop_set_id_bits(fd)?;
+            }
+            Ok(fd)
+        });
+        match r {
             Ok(fd) => reply.opened(FileHandle(fd), FopenFlags::empty()),
             Err(e) => reply.error(errno(&e)),
         }
@@ -445,12 +527,18 @@ impl fuser::Filesystem for PeakFuse {
         fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        match self.client().pwrite(fh.0, data, offset) {
+        let mut c = self.client();
+        if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID)
+            && let Err(e) = c.drop_set_id_bits(fh.0)
+        {
+            return reply.error(errno(&e));
+        }
+        match c.pwrite(fh.0, data, offset) {
             Ok(n) => reply.written(u32::try_from(n).unwrap_or(u32::MAX)),
             Err(e) => reply.error(errno(&e)),
         }
@@ -567,6 +655,65 @@ impl fuser::Filesystem for PeakFuse {
     ) {
         // Metadata operations are applied at the server when they return.
         reply.ok();
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        let Some(attr) = HintAttr::from_name(name.as_bytes()) else {
+            return reply.error(Errno::ENOTSUP);
+        };
+        let a = match self.client().getattr(ino.0) {
+            Ok(a) => a,
+            Err(e) => return reply.error(errno(&e)),
+        };
+        match xattr::set(attr, &a, value, SetFlags::from_bits(flags)) {
+            Ok(change) => self.change_hint(ino.0, change, reply),
+            Err(e) => reply_refused(reply, &e),
+        }
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        // Anything else (the kernel asks for `security.capability` before writes) is absent,
+        // answered without a request to a server.
+        let Some(attr) = HintAttr::from_name(name.as_bytes()) else {
+            return reply.error(Errno::ENODATA);
+        };
+        match self.client().getattr(ino.0) {
+            Ok(a) => match attr.get(&a) {
+                Some(v) => reply_value(reply, size, &v),
+                None => reply.error(Errno::ENODATA),
+            },
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        match self.client().getattr(ino.0) {
+            Ok(a) => reply_value(reply, size, &xattr::list(&a)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let Some(attr) = HintAttr::from_name(name.as_bytes()) else {
+            return reply.error(Errno::ENODATA);
+        };
+        let a = match self.client().getattr(ino.0) {
+            Ok(a) => a,
+            Err(e) => return reply.error(errno(&e)),
+        };
+        match xattr::remove(attr, &a) {
+            Ok(change) => self.change_hint(ino.0, change, reply),
+            Err(e) => reply_refused(reply, &e),
+        }
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {

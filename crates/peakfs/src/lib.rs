@@ -10,6 +10,7 @@
 //! - [`server`]: a storage server: RingSched over PStore slices (§III-B).
 //! - [`local_cluster`]: a master and servers as child processes on loopback.
 //! - [`usage`]: a thread's CPU time, page faults and context switches (getrusage).
+//! - [`xattr`]: placement hints as extended attributes (`user.peakfs.dist`, `user.peakfs.io_unit`).
 
 pub mod bench;
 pub mod client;
@@ -22,3 +23,4 @@ pub mod protocol;
 pub mod pstore;
 pub mod server;
 pub mod usage;
+pub mod xattr;

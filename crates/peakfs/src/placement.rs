@@ -99,32 +99,63 @@ pub struct Hint {
     pub bigdir: bool,
 }
 
-impl Hint {
-    /// One byte: data distribution in bits 0..4 (0 block, 1 file, 2 I/O), bigdir in bit 4.
+impl DataDist {
+    /// One byte: 0 block, 1 file, 2 I/O.
     pub fn to_byte(self) -> u8 {
-        let d = match self.data {
+        match self {
             DataDist::Block => 0,
             DataDist::File => 1,
             DataDist::Io => 2,
-        };
-        d | (u8::from(self.bigdir) << 4)
+        }
+    }
+
+    /// Parses [`DataDist::to_byte`]'s encoding.
+    pub fn from_byte(b: u8) -> Result<Self, PlacementError> {
+        match b {
+            0 => Ok(DataDist::Block),
+            1 => Ok(DataDist::File),
+            2 => Ok(DataDist::Io),
+            _ => Err(PlacementError::BadHint(b)),
+        }
+    }
+
+    /// Its hint word (`block`, `file`, `io`).
+    pub fn word(self) -> &'static str {
+        match self {
+            DataDist::Block => "block",
+            DataDist::File => "file",
+            DataDist::Io => "io",
+        }
+    }
+}
+
+impl Hint {
+    /// One byte: data distribution in bits 0..4 ([`DataDist::to_byte`]), bigdir in bit 4.
+    pub fn to_byte(self) -> u8 {
+        self.data.to_byte() | (u8::from(self.bigdir) << 4)
     }
 
     /// Parses [`Hint::to_byte`]'s encoding.
     pub fn from_byte(b: u8) -> Result<Self, PlacementError> {
-        let data = match b & 0xF {
-            0 => DataDist::Block,
-            1 => DataDist::File,
-            2 => DataDist::Io,
-            _ => return Err(PlacementError::BadHint(b)),
-        };
         if b >> 5 != 0 {
             return Err(PlacementError::BadHint(b));
         }
+        let data = DataDist::from_byte(b & 0xF).map_err(|_| PlacementError::BadHint(b))?;
         Ok(Self {
             data,
             bigdir: b & 0x10 != 0,
         })
+    }
+
+    /// Its words as [`Hint::parse`] reads them: the data distribution, then `bigdir` for a
+    /// bigdir (e.g. `"io,bigdir"`).
+    pub fn words(self) -> String {
+        let data = self.data.word();
+        if self.bigdir {
+            format!("{data},bigdir")
+        } else {
+            data.to_string()
+        }
     }
 
     /// Parses a hint as written in configs, attributes and `PEAKFS_DIST`: a comma-separated
@@ -390,6 +421,22 @@ mod tests {
         );
         assert_eq!(Hint::parse(""), Some(Hint::default()));
         assert_eq!(Hint::parse("huge"), None);
+    }
+
+    #[test]
+    fn hint_words_parse_back_to_the_hint() {
+        for b in [0x00, 0x01, 0x02, 0x10, 0x11, 0x12] {
+            let h = Hint::from_byte(b).unwrap();
+            assert_eq!(Hint::parse(&h.words()), Some(h), "{}", h.words());
+        }
+        assert_eq!(
+            Hint {
+                data: DataDist::Io,
+                bigdir: true
+            }
+            .words(),
+            "io,bigdir"
+        );
     }
 
     proptest! {

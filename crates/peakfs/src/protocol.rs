@@ -49,7 +49,7 @@
 
 use fabric::{ErrorCode, Opcode};
 
-use crate::placement::{Hint, PlacementError};
+use crate::placement::{DataDist, Hint, PlacementError};
 
 /// Longest name component.
 pub const NAME_MAX: usize = 255;
@@ -93,6 +93,9 @@ pub mod op {
     pub const CLOSE: Opcode = Opcode(0x010D);
     /// Fix the I/O unit of an I/O-based file unless it has one (its first writer sends it).
     pub const IO_UNIT: Opcode = Opcode(0x010E);
+    /// Change the placement hints of an inode here: a file's data distribution while it holds
+    /// no data, a directory's defaults for its new files.
+    pub const SET_HINT: Opcode = Opcode(0x010F);
     /// Write bytes of a file piece.
     pub const WRITE: Opcode = Opcode(0x0201);
     /// Read bytes of a file piece.
@@ -119,9 +122,9 @@ pub mod op {
     /// the slice's work on it costs; this one's against ECHO's, what the hop costs.
     pub const ROUTED_ECHO: Opcode = Opcode(0x0003);
     /// Every file system opcode; each carries a λ (as ROUTED_ECHO does, which is none).
-    pub const ALL: [Opcode; 19] = [
+    pub const ALL: [Opcode; 20] = [
         LOOKUP, CREATE, MKINODE, LINK, GETATTR, SETATTR, READDIR, UNLINK, RMINODE, DIRSEAL, RENAME,
-        OPEN, CLOSE, IO_UNIT, WRITE, READ, FSYNC, TRUNCATE, STATFS,
+        OPEN, CLOSE, IO_UNIT, SET_HINT, WRITE, READ, FSYNC, TRUNCATE, STATFS,
     ];
     /// Short name of an opcode for logs and benchmark tables.
     pub fn name(op: Opcode) -> &'static str {
@@ -256,6 +259,8 @@ impl Errno {
     pub const EAGAIN: Errno = Errno(libc::EAGAIN);
     /// Value too large (offset + length overflows).
     pub const EFBIG: Errno = Errno(libc::EFBIG);
+    /// Busy: a file's distribution cannot change once it holds data.
+    pub const EBUSY: Errno = Errno(libc::EBUSY);
 
     /// The fabric error code of this errno.
     pub fn error_code(self) -> ErrorCode {
@@ -525,6 +530,8 @@ pub enum Request<'a> {
         rdev: u32,
         /// Hints of the new inode.
         hint: Hint,
+        /// Its [`Attr::io_unit`] (0: none; at most [`MAX_IO`]).
+        io_unit: u32,
         /// Fail if it exists.
         excl: bool,
         /// Name.
@@ -542,6 +549,8 @@ pub enum Request<'a> {
         gid: u32,
         /// Hints.
         hint: Hint,
+        /// Its [`Attr::io_unit`] (0: none; at most [`MAX_IO`]).
+        io_unit: u32,
         /// Place the inode on the receiving worker's slice instead of λ's worker's.
         near: bool,
     },
@@ -643,6 +652,19 @@ pub enum Request<'a> {
         /// Bytes of each I/O unit (1..=[`MAX_IO`]).
         unit: u32,
     },
+    /// [`op::SET_HINT`]: reply [`Reply::Attr`]. EBUSY for a new data distribution of a file
+    /// that has a size or an I/O unit (its data would lie where the new one does not look);
+    /// EINVAL for an `io_unit` of anything but a directory, or a hint of anything but a
+    /// regular file or a directory. A directory's bigdir flag never changes: every client
+    /// caches it, and its entries lie where it says.
+    SetHint {
+        /// The inode.
+        ino: u64,
+        /// New data distribution: a file's own, a directory's default for new files.
+        data: Option<DataDist>,
+        /// A directory's I/O unit for its new I/O-based files (0: none; at most [`MAX_IO`]).
+        io_unit: Option<u32>,
+    },
     /// [`op::WRITE`]: reply [`Reply::Written`].
     Write {
         /// The file.
@@ -715,6 +737,7 @@ impl<'a> Request<'a> {
             Request::Open { .. } => op::OPEN,
             Request::Close { .. } => op::CLOSE,
             Request::IoUnit { .. } => op::IO_UNIT,
+            Request::SetHint { .. } => op::SET_HINT,
             Request::Write { .. } => op::WRITE,
             Request::Read { .. } => op::READ,
             Request::Fsync { .. } => op::FSYNC,
@@ -740,6 +763,7 @@ impl<'a> Request<'a> {
                 gid,
                 rdev,
                 hint,
+                io_unit,
                 excl,
                 name,
             } => {
@@ -749,6 +773,7 @@ impl<'a> Request<'a> {
                 put_u32(w, gid);
                 put_u32(w, rdev);
                 w.push(hint.to_byte());
+                put_u32(w, io_unit);
                 w.push(u8::from(excl));
                 w.extend_from_slice(name);
             }
@@ -757,12 +782,14 @@ impl<'a> Request<'a> {
                 uid,
                 gid,
                 hint,
+                io_unit,
                 near,
             } => {
                 put_u32(w, mode);
                 put_u32(w, uid);
                 put_u32(w, gid);
                 w.push(hint.to_byte());
+                put_u32(w, io_unit);
                 w.push(u8::from(near));
             }
             Request::Link {
@@ -859,6 +886,12 @@ impl<'a> Request<'a> {
                 put_u64(w, ino);
                 put_u32(w, unit);
             }
+            Request::SetHint { ino, data, io_unit } => {
+                put_u64(w, ino);
+                w.push(u8::from(data.is_some()) | (u8::from(io_unit.is_some()) << 1));
+                w.push(data.unwrap_or_default().to_byte());
+                put_u32(w, io_unit.unwrap_or(0));
+            }
             Request::Write {
                 ino,
                 offset,
@@ -912,6 +945,7 @@ impl<'a> Request<'a> {
                 gid: r.u32("gid")?,
                 rdev: r.u32("rdev")?,
                 hint: Hint::from_byte(r.u8("hint")?)?,
+                io_unit: io_unit(&mut r)?,
                 excl: r.bool("excl")?,
                 name: r.name_rest()?,
             },
@@ -920,6 +954,7 @@ impl<'a> Request<'a> {
                 uid: r.u32("uid")?,
                 gid: r.u32("gid")?,
                 hint: Hint::from_byte(r.u8("hint")?)?,
+                io_unit: io_unit(&mut r)?,
                 near: r.bool("near")?,
             },
             op::LINK => {
@@ -1025,6 +1060,17 @@ impl<'a> Request<'a> {
                 }
                 Request::IoUnit { ino, unit }
             }
+            op::SET_HINT => {
+                let ino = r.u64("ino")?;
+                let f = r.flags("flags", 2)?;
+                let data = DataDist::from_byte(r.u8("data")?)?;
+                let unit = io_unit(&mut r)?;
+                Request::SetHint {
+                    ino,
+                    data: (f & 1 != 0).then_some(data),
+                    io_unit: (f & 2 != 0).then_some(unit),
+                }
+            }
             op::WRITE => {
                 let ino = r.u64("ino")?;
                 let (offset, extent) = get_extent(&mut r)?;
@@ -1072,7 +1118,7 @@ impl<'a> Request<'a> {
 /// A decoded reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reply<'a> {
-    /// Attributes (CREATE, MKINODE, GETATTR, SETATTR, OPEN).
+    /// Attributes (CREATE, MKINODE, GETATTR, SETATTR, OPEN, IO_UNIT, SET_HINT).
     Attr(Attr),
     /// LOOKUP: the child's ino and mode, and its attributes when its inode is on this slice.
     Lookup {
@@ -1155,9 +1201,13 @@ impl<'a> Reply<'a> {
     pub fn decode(opcode: Opcode, payload: &'a [u8]) -> Result<Self, ProtoError> {
         let mut r = Reader(payload);
         let reply = match opcode {
-            op::CREATE | op::MKINODE | op::GETATTR | op::SETATTR | op::OPEN | op::IO_UNIT => {
-                Reply::Attr(Attr::get(&mut r)?)
-            }
+            op::CREATE
+            | op::MKINODE
+            | op::GETATTR
+            | op::SETATTR
+            | op::OPEN
+            | op::IO_UNIT
+            | op::SET_HINT => Reply::Attr(Attr::get(&mut r)?),
             op::LOOKUP => {
                 let ino = r.u64("ino")?;
                 let mode = r.u32("mode")?;
@@ -1237,6 +1287,18 @@ fn put_extent(w: &mut Vec<u8>, offset: u64, extent: Option<u64>) {
 }
 
 /// The offset and extent start that [`put_extent`] wrote.
+/// An inode's I/O unit field: 0 (none) up to [`MAX_IO`].
+fn io_unit(r: &mut Reader<'_>) -> Result<u32, ProtoError> {
+    let unit = r.u32("io_unit")?;
+    if unit > MAX_IO {
+        return Err(ProtoError::BadValue {
+            field: "io_unit",
+            value: unit.into(),
+        });
+    }
+    Ok(unit)
+}
+
 fn get_extent(r: &mut Reader<'_>) -> Result<(u64, Option<u64>), ProtoError> {
     let encoded = r.u64("offset")?;
     let offset = encoded & !EXTENT_FLAG;
@@ -1376,7 +1438,6 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::placement::DataDist;
     use proptest::prelude::*;
 
     fn name() -> impl Strategy<Value = Vec<u8>> {
@@ -1403,8 +1464,8 @@ mod tests {
     #[derive(Debug, Clone)]
     enum Owned {
         Lookup(u64, Vec<u8>),
-        Create(u64, [u32; 4], Hint, bool, Vec<u8>),
-        MkInode(u32, u32, u32, Hint, bool),
+        Create(u64, [u32; 4], Hint, u32, bool, Vec<u8>),
+        MkInode(u32, u32, u32, Hint, u32, bool),
         Link(u64, u64, u32, LinkFlags, Vec<u8>),
         GetAttr(u64),
         SetAttr(u64, SetAttr),
@@ -1416,6 +1477,7 @@ mod tests {
         Open(u64, u32),
         Close(u64),
         IoUnit(u64, u32),
+        SetHint(u64, Option<DataDist>, Option<u32>),
         Write(u64, u64, Option<u64>, Vec<u8>),
         Read(u64, u64, u32, Option<u64>),
         Fsync(u64),
@@ -1427,21 +1489,23 @@ mod tests {
         fn borrow(&self) -> Request<'_> {
             match self {
                 Owned::Lookup(p, n) => Request::Lookup { pino: *p, name: n },
-                Owned::Create(p, [m, u, g, r], h, e, n) => Request::Create {
+                Owned::Create(p, [m, u, g, r], h, io, e, n) => Request::Create {
                     pino: *p,
                     mode: *m,
                     uid: *u,
                     gid: *g,
                     rdev: *r,
                     hint: *h,
+                    io_unit: *io,
                     excl: *e,
                     name: n,
                 },
-                Owned::MkInode(m, u, g, h, near) => Request::MkInode {
+                Owned::MkInode(m, u, g, h, io, near) => Request::MkInode {
                     mode: *m,
                     uid: *u,
                     gid: *g,
                     hint: *h,
+                    io_unit: *io,
                     near: *near,
                 },
                 Owned::Link(p, i, m, f, n) => Request::Link {
@@ -1478,6 +1542,11 @@ mod tests {
                 Owned::Open(i, f) => Request::Open { ino: *i, flags: *f },
                 Owned::Close(i) => Request::Close { ino: *i },
                 Owned::IoUnit(i, u) => Request::IoUnit { ino: *i, unit: *u },
+                Owned::SetHint(i, d, u) => Request::SetHint {
+                    ino: *i,
+                    data: *d,
+                    io_unit: *u,
+                },
                 Owned::Write(i, o, e, d) => Request::Write {
                     ino: *i,
                     offset: *o,
@@ -1559,18 +1628,13 @@ mod tests {
                 any::<u64>(),
                 any::<[u32; 4]>(),
                 hint(),
+                0..=MAX_IO,
                 any::<bool>(),
                 name()
             )
-                .prop_map(|(p, a, h, e, n)| Owned::Create(p, a, h, e, n)),
-            (
-                any::<u32>(),
-                any::<u32>(),
-                any::<u32>(),
-                hint(),
-                any::<bool>()
-            )
-                .prop_map(|(m, u, g, h, near)| Owned::MkInode(m, u, g, h, near)),
+                .prop_map(|(p, a, h, io, e, n)| Owned::Create(p, a, h, io, e, n)),
+            (any::<[u32; 3]>(), hint(), 0..=MAX_IO, any::<bool>())
+                .prop_map(|([m, u, g], h, io, near)| Owned::MkInode(m, u, g, h, io, near)),
             (
                 any::<u64>(),
                 any::<u64>(),
@@ -1591,6 +1655,11 @@ mod tests {
             (any::<u64>(), any::<u32>()).prop_map(|(i, f)| Owned::Open(i, f)),
             any::<u64>().prop_map(Owned::Close),
             (any::<u64>(), 1..=MAX_IO).prop_map(|(i, u)| Owned::IoUnit(i, u)),
+            (any::<u64>(), opt(hint()), opt(0..=MAX_IO)).prop_map(|(i, h, u)| Owned::SetHint(
+                i,
+                h.map(|h| h.data),
+                u
+            )),
             // An extent's start lies at most `MAX_IO - len` bytes before the offset.
             (
                 any::<u64>(),
@@ -1831,12 +1900,41 @@ mod tests {
     }
 
     #[test]
+    fn hints_refuse_units_over_max_io_unknown_flags_and_distributions() {
+        let set = |data, io_unit| Request::SetHint {
+            ino: 3,
+            data,
+            io_unit,
+        };
+        let p = set(None, Some(MAX_IO + 1)).encode(5);
+        assert!(Request::decode(op::SET_HINT, &p).is_err());
+        for (at, byte) in [(16, 4u8), (17, 3)] {
+            let mut p = set(Some(DataDist::Io), Some(4096)).encode(5);
+            p[at] = byte;
+            assert!(
+                Request::decode(op::SET_HINT, &p).is_err(),
+                "byte {at} = {byte}"
+            );
+        }
+        let create = Request::MkInode {
+            mode: libc::S_IFDIR | 0o755,
+            uid: 1,
+            gid: 2,
+            hint: Hint::default(),
+            io_unit: MAX_IO + 1,
+            near: false,
+        };
+        assert!(Request::decode(op::MKINODE, &create.encode(7)).is_err());
+    }
+
+    #[test]
     fn only_a_near_mkinode_runs_on_the_receiving_worker() {
         let mk = |near| Request::MkInode {
             mode: libc::S_IFDIR | 0o755,
             uid: 1,
             gid: 2,
             hint: Hint::default(),
+            io_unit: 0,
             near,
         };
         assert!(Request::runs_on_receiver(op::MKINODE, &mk(true).encode(7)));
@@ -1885,8 +1983,16 @@ mod tests {
         }
 
         #[test]
-        fn attr_replies_round_trip(a in attr(), opi in 0usize..6) {
-            let o = [op::CREATE, op::MKINODE, op::GETATTR, op::SETATTR, op::OPEN, op::IO_UNIT][opi];
+        fn attr_replies_round_trip(a in attr(), opi in 0usize..7) {
+            let o = [
+                op::CREATE,
+                op::MKINODE,
+                op::GETATTR,
+                op::SETATTR,
+                op::OPEN,
+                op::IO_UNIT,
+                op::SET_HINT,
+            ][opi];
             let mut out = Vec::new();
             Reply::Attr(a).encode(&mut out);
             prop_assert_eq!(out.len(), ATTR_BYTES);

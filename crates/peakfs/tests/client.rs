@@ -256,6 +256,79 @@ fn a_client_s_configured_io_unit_wins_over_its_first_write_s_length() {
 }
 
 #[test]
+fn a_directory_s_hints_apply_to_its_new_files_and_only_an_empty_file_changes_its_distribution() {
+    const XFER: usize = 47_008;
+    let cl = Cluster::start(2);
+    let mut w = cl.client();
+    let d = w.mkdir("/d", 0o755, Some(dir_of(DataDist::Block))).unwrap();
+    let fd = w.create("/d/old", 0o644).unwrap();
+    w.close(fd).unwrap();
+    let a = w
+        .set_hint(d.ino, Some(DataDist::Io), Some(XFER as u32))
+        .unwrap();
+    assert_eq!((a.hint, a.io_unit), (dir_of(DataDist::Io), XFER as u32));
+    assert_eq!(w.stat("/d/old").unwrap().hint.data, DataDist::Block);
+    // A new file is I/O-based with the directory's unit from its creation on: a first write
+    // of another length does not change it.
+    let body = pattern(4, 5 * XFER);
+    let fd = w.create("/d/f", 0o644).unwrap();
+    let f = w.stat("/d/f").unwrap();
+    assert_eq!((f.hint.data, f.io_unit), (DataDist::Io, XFER as u32));
+    for (k, piece) in body.chunks(10_000).enumerate().rev() {
+        w.pwrite(fd, piece, (k * 10_000) as u64).unwrap();
+    }
+    w.close(fd).unwrap();
+    let mut r = cl.client();
+    assert_eq!(r.stat("/d/f").unwrap().io_unit, XFER as u32);
+    let rfd = r.open("/d/f", libc::O_RDONLY, 0).unwrap();
+    assert!(r.pread(rfd, body.len(), 0).unwrap() == body, "read back");
+    r.close(rfd).unwrap();
+    // Subdirectories take both; units outside 4 KiB..16 MiB and a file's unit are refused.
+    let sub = w.mkdir("/d/sub", 0o755, None).unwrap();
+    assert_eq!((sub.hint.data, sub.io_unit), (DataDist::Io, XFER as u32));
+    assert_eq!(errno(w.set_hint(d.ino, None, Some(100))), libc::EINVAL);
+    assert_eq!(errno(w.set_hint(d.ino, None, Some(32 << 20))), libc::EINVAL);
+    assert_eq!(errno(w.set_hint(f.ino, None, Some(8192))), libc::EINVAL);
+    // Without the directory's unit, the first write fixes it again.
+    assert_eq!(w.set_hint(d.ino, None, Some(0)).unwrap().io_unit, 0);
+    let fd = w.create("/d/g", 0o644).unwrap();
+    assert_eq!(w.stat("/d/g").unwrap().io_unit, 0);
+    w.pwrite(fd, &pattern(5, 8192), 0).unwrap();
+    w.close(fd).unwrap();
+    assert_eq!(r.stat("/d/g").unwrap().io_unit, 8192);
+
+    // A file's own distribution changes while it is empty, and not once it holds data:
+    // neither while this client's writes are uncommitted nor after.
+    let fd = w.create("/e", 0o644).unwrap();
+    let e = w.stat("/e").unwrap();
+    assert_eq!(e.hint.data, DataDist::Block);
+    let a = w.set_hint(e.ino, Some(DataDist::File), None).unwrap();
+    assert_eq!(a.hint.data, DataDist::File);
+    let data = pattern(6, 300_000);
+    w.pwrite(fd, &data, 0).unwrap();
+    assert_eq!(
+        errno(w.set_hint(e.ino, Some(DataDist::Io), None)),
+        libc::EBUSY
+    );
+    w.close(fd).unwrap();
+    assert_eq!(
+        errno(w.set_hint(e.ino, Some(DataDist::Block), None)),
+        libc::EBUSY
+    );
+    assert_eq!(
+        errno(r.set_hint(e.ino, Some(DataDist::Io), None)),
+        libc::EBUSY
+    );
+    assert_eq!(r.stat("/e").unwrap().hint.data, DataDist::File);
+    let rfd = r.open("/e", libc::O_RDONLY, 0).unwrap();
+    assert!(
+        r.pread(rfd, data.len(), 0).unwrap() == data,
+        "file-based read back"
+    );
+    r.close(rfd).unwrap();
+}
+
+#[test]
 fn writes_are_visible_to_other_clients_after_close_or_fsync() {
     let cl = Cluster::start(2);
     let mut w = cl.client();

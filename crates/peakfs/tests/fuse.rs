@@ -162,3 +162,182 @@ fn hard_links_device_numbers_and_open_unlinked_files_through_the_kernel() {
         "only the root is left"
     );
 }
+
+fn c_path(p: &Path) -> std::ffi::CString {
+    std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap()
+}
+
+fn os_result(r: isize) -> Result<usize, i32> {
+    usize::try_from(r).map_err(|_| std::io::Error::last_os_error().raw_os_error().unwrap())
+}
+
+fn get_xattr(p: &Path, name: &str) -> Result<Vec<u8>, i32> {
+    let (p, name) = (c_path(p), std::ffi::CString::new(name).unwrap());
+    // SAFETY: valid NUL-terminated strings; size 0 asks for the length only.
+    let len =
+        os_result(unsafe { libc::getxattr(p.as_ptr(), name.as_ptr(), std::ptr::null_mut(), 0) })?;
+    let mut buf = vec![0u8; len];
+    // SAFETY: `buf` has `len` writable bytes.
+    let n = os_result(unsafe {
+        libc::getxattr(p.as_ptr(), name.as_ptr(), buf.as_mut_ptr().cast(), len)
+    })?;
+    buf.truncate(n);
+    Ok(buf)
+}
+
+fn set_xattr(p: &Path, name: &str, value: &[u8], flags: i32) -> Result<(), i32> {
+    let (p, name) = (c_path(p), std::ffi::CString::new(name).unwrap());
+    // SAFETY: valid NUL-terminated strings and a value of `value.len()` bytes.
+    let r = unsafe {
+        libc::setxattr(
+            p.as_ptr(),
+            name.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            flags,
+        )
+    };
+    os_result(r as isize).map(|_| ())
+}
+
+fn remove_xattr(p: &Path, name: &str) -> Result<(), i32> {
+    let (p, name) = (c_path(p), std::ffi::CString::new(name).unwrap());
+    // SAFETY: valid NUL-terminated strings.
+    os_result(unsafe { libc::removexattr(p.as_ptr(), name.as_ptr()) } as isize).map(|_| ())
+}
+
+fn list_xattr(p: &Path) -> Vec<u8> {
+    let p = c_path(p);
+    let mut buf = vec![0u8; 256];
+    // SAFETY: `buf` has 256 writable bytes.
+    let n = os_result(unsafe { libc::listxattr(p.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) });
+    buf.truncate(n.unwrap());
+    buf
+}
+
+#[test]
+fn placement_hints_are_extended_attributes_through_the_kernel() {
+    if !fuse_available() {
+        return;
+    }
+    let cl = Cluster::start(2);
+    let mnt = tempfile::tempdir().unwrap();
+    let session = peakfs::fuse::spawn_mount(cl.client(), mnt.path(), 2).unwrap();
+    let m = mnt.path();
+    let n1 = m.join("n1");
+    std::fs::create_dir(&n1).unwrap();
+    let words = String::from_utf8(get_xattr(&n1, "user.peakfs.dist").unwrap()).unwrap();
+    let bigdir = words.ends_with(",bigdir");
+    assert!(words.starts_with("block"), "{words}");
+    set_xattr(&n1, "user.peakfs.dist", b"io", 0).unwrap();
+    set_xattr(&n1, "user.peakfs.io_unit", b"47008", libc::XATTR_CREATE).unwrap();
+    assert_eq!(list_xattr(&n1), b"user.peakfs.dist\0user.peakfs.io_unit\0");
+    // The directory's bigdir flag is fixed at mkdir; other names do not exist here.
+    let flip = if bigdir { "io,dir" } else { "io,bigdir" };
+    assert_eq!(
+        set_xattr(&n1, "user.peakfs.dist", flip.as_bytes(), 0),
+        Err(libc::EPERM)
+    );
+    assert_eq!(
+        set_xattr(&n1, "user.peakfs.dist", b"huge", 0),
+        Err(libc::EINVAL)
+    );
+    assert_eq!(
+        set_xattr(&n1, "user.peakfs.io_unit", b"100", 0),
+        Err(libc::EINVAL)
+    );
+    assert_eq!(get_xattr(&n1, "user.comment"), Err(libc::ENODATA));
+    assert_eq!(set_xattr(&n1, "user.comment", b"x", 0), Err(libc::ENOTSUP));
+
+    // A file written through the kernel's pieces gets the directory's unit, not theirs.
+    let data: Vec<u8> = (0..1_000_000u32)
+        .map(|i| (i * 13 + i / 4093) as u8)
+        .collect();
+    std::fs::write(n1.join("f"), &data).unwrap();
+    assert!(std::fs::read(n1.join("f")).unwrap() == data, "read back");
+    let f = n1.join("f");
+    assert_eq!(get_xattr(&f, "user.peakfs.dist").unwrap(), b"io");
+    assert_eq!(get_xattr(&f, "user.peakfs.io_unit").unwrap(), b"47008");
+    assert_eq!(cl.client().stat("/n1/f").unwrap().io_unit, 47_008);
+    assert_eq!(
+        set_xattr(&f, "user.peakfs.dist", b"block", 0),
+        Err(libc::EBUSY)
+    );
+    assert_eq!(
+        set_xattr(&f, "user.peakfs.io_unit", b"8192", 0),
+        Err(libc::EBUSY)
+    );
+    // An empty file's distribution changes, and then its unit may be fixed before a write.
+    std::fs::write(m.join("e"), b"").unwrap();
+    let e = m.join("e");
+    set_xattr(&e, "user.peakfs.dist", b"io", 0).unwrap();
+    set_xattr(&e, "user.peakfs.io_unit", b"8192", 0).unwrap();
+    std::fs::write(&e, &data[..100_000]).unwrap();
+    assert!(std::fs::read(&e).unwrap() == data[..100_000], "read back");
+    assert_eq!(cl.client().stat("/e").unwrap().io_unit, 8192);
+
+    remove_xattr(&n1, "user.peakfs.io_unit").unwrap();
+    assert_eq!(get_xattr(&n1, "user.peakfs.io_unit"), Err(libc::ENODATA));
+    assert_eq!(remove_xattr(&n1, "user.peakfs.dist"), Err(libc::EPERM));
+    session.umount_and_join().unwrap();
+}
+
+#[test]
+fn writes_truncates_and_changes_of_owner_drop_set_id_bits_as_the_kernel_would() {
+    use std::os::unix::process::CommandExt;
+    if !fuse_available() {
+        return;
+    }
+    let cl = Cluster::start(2);
+    let mnt = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(mnt.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let session = peakfs::fuse::spawn_mount(cl.client(), mnt.path(), 2).unwrap();
+    let m = mnt.path();
+    let mode = |name: &str| std::fs::metadata(m.join(name)).unwrap().mode() & 0o7777;
+    let set = |name: &str, bits: u32| {
+        std::fs::set_permissions(m.join(name), std::fs::Permissions::from_mode(bits)).unwrap()
+    };
+    // An unprivileged writer (no CAP_FSETID), as the kernel's FUSE_WRITE_KILL_SUIDGID marks.
+    let as_nobody = |script: &str| {
+        let status = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .current_dir(m)
+            .uid(65534)
+            .gid(65534)
+            .status()
+            .unwrap();
+        assert!(status.success(), "{script}");
+    };
+    for name in ["w", "t", "keep"] {
+        std::fs::write(m.join(name), b"data").unwrap();
+    }
+    set("w", 0o6777);
+    set("t", 0o6777);
+    set("keep", 0o2666);
+    as_nobody("printf more >> w; : > t; printf more >> keep");
+    assert_eq!(
+        mode("w"),
+        0o777,
+        "a write drops both bits of a group-executable file"
+    );
+    assert_eq!(mode("t"), 0o777, "so does a truncating open");
+    assert_eq!(
+        mode("keep"),
+        0o2666,
+        "set-group-ID without group execute stays"
+    );
+    assert_eq!(std::fs::read(m.join("w")).unwrap(), b"datamore");
+    // Root (CAP_FSETID) keeps them on a write; a change of owner drops them for anyone.
+    set("w", 0o4755);
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(m.join("w"))
+        .unwrap()
+        .write_all(b"!")
+        .unwrap();
+    assert_eq!(mode("w"), 0o4755);
+    std::os::unix::fs::chown(m.join("w"), Some(65534), None).unwrap();
+    assert_eq!(mode("w"), 0o755);
+    session.umount_and_join().unwrap();
+}

@@ -394,6 +394,7 @@ fn regular_directories_use_the_mkinode_link_protocol_and_rmdir_checks_emptiness(
         gid: 0,
         rdev: 0,
         hint: regular,
+        io_unit: 0,
         excl,
         name: b"f",
     };

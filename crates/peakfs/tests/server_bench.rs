@@ -47,6 +47,7 @@ fn client_main(uri: &str, kind: &str, id: usize, ops: usize, window: usize) {
                     gid: 0,
                     rdev: 0,
                     hint: Hint::default(),
+                    io_unit: 0,
                     excl: true,
                     name: name.as_bytes(),
                 };

@@ -243,8 +243,8 @@ fn kill_9_during_writes_loses_nothing_fsynced_and_sigterm_exits_cleanly() {
 }
 
 #[test]
-fn link_counts_and_io_units_survive_kill_9_and_an_orphan_whose_client_is_gone_is_freed_at_restart()
-{
+fn link_counts_io_units_and_hints_survive_kill_9_and_an_orphan_whose_client_is_gone_is_freed_at_restart()
+ {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let master = spawn(
@@ -345,9 +345,21 @@ fn link_counts_and_io_units_survive_kill_9_and_an_orphan_whose_client_is_gone_is
         panic!("no attributes")
     };
     assert_eq!(a.io_unit, 47_008);
+    // So is a placement hint: an empty file on the same slice becomes I/O-based.
+    let hinted_name = (0..500)
+        .map(|i| format!("hinted.{i}"))
+        .find(|n| slice_of(n) == home)
+        .unwrap();
+    let h = cl.create(&root, &hinted_name, REG, block_file()).unwrap();
+    let set = Request::SetHint {
+        ino: h.ino,
+        data: Some(DataDist::Io),
+        io_unit: None,
+    };
+    cl.call(home_lambda(h.ino), set).unwrap();
     cl.close();
 
-    // SIGKILL the server holding both inodes and restart it on its data file.
+    // SIGKILL the server holding the three inodes and restart it on its data file.
     let victim = view
         .servers
         .iter()
@@ -374,9 +386,16 @@ fn link_counts_and_io_units_survive_kill_9_and_an_orphan_whose_client_is_gone_is
     let a = cl.getattr(f.ino).unwrap();
     assert_eq!(a.nlink, 3, "the WAL replay keeps the count");
     assert_eq!(a.io_unit, 47_008, "the WAL replay keeps the I/O unit");
+    let hint = cl.getattr(h.ino).unwrap().hint;
+    assert_eq!(hint.data, DataDist::Io, "the WAL replay keeps the hint");
     assert_eq!(cl.getattr(o.ino), Err(Errno::ENOENT));
     let root = cl.getattr(ROOT_INO).unwrap();
-    let mut want = vec!["linked".to_string(), here.clone(), away.clone()];
+    let mut want = vec![
+        "linked".to_string(),
+        here.clone(),
+        away.clone(),
+        hinted_name.clone(),
+    ];
     want.sort();
     assert_eq!(cl.readdir(&root), want);
     cl.close();

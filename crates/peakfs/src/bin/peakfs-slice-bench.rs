@@ -105,6 +105,7 @@ fn request<'a>(op: &str, pino: u64, name: &'a [u8]) -> Request<'a> {
             gid: 0,
             rdev: 0,
             hint: Hint::default(),
+            io_unit: 0,
             excl: true,
             name,
         },

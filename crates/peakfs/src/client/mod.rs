@@ -223,10 +223,35 @@ pub struct Entry {
     pub mode: u32,
 }
 
+/// The set-ID bits of a file of mode `mode` that a write, a truncate or a change of owner
+/// drops (Linux's rule): set-user-ID, and set-group-ID when the group may execute the file
+/// (without group execute it marks mandatory locking). None of a directory's.
+pub fn set_id_bits_dropped(mode: u32) -> u32 {
+    if mode & libc::S_IFMT == libc::S_IFDIR {
+        return 0;
+    }
+    let mut bits = mode & libc::S_ISUID;
+    if mode & (libc::S_ISGID | libc::S_IXGRP) == libc::S_ISGID | libc::S_IXGRP {
+        bits |= libc::S_ISGID;
+    }
+    bits
+}
+
+/// What a directory gives its new entries: its hint (bigdir or not, and the data distribution
+/// of new files) and the I/O unit of its new I/O-based files ([`Attr::io_unit`] of a
+/// directory; 0: none, their first write fixes it).
+#[derive(Debug, Clone, Copy)]
+struct DirDefaults {
+    hint: Hint,
+    io_unit: u32,
+}
+
 /// An open file of this client (the "File Map" of §III-A).
 #[derive(Debug)]
 struct OpenFile {
     ino: u64,
+    /// Type and permission bits as last seen.
+    mode: u32,
     dist: DataDist,
     /// The I/O unit of an I/O-based file as last seen (0: none yet).
     io_unit: u32,
@@ -339,8 +364,10 @@ pub struct Client {
     conns: Conns,
     layout: Layout,
     dcache: DentryCache,
-    /// Hints of directories by ino (a directory's hint never changes).
-    hints: U64Map<Hint>,
+    /// What directories give their new entries, by ino. A directory's bigdir flag never
+    /// changes; its defaults for new files may ([`Client::set_hint`]), and this client sees
+    /// another's change when it next looks the directory up.
+    hints: U64Map<DirDefaults>,
     files: FileMap<OpenFile>,
     /// Inodes unlinked while open here (orphans at their home): freed at the last close.
     orphans: U64Set,
@@ -527,7 +554,13 @@ impl Client {
             if self.hints.len() > 1 << 20 {
                 self.hints.clear();
             }
-            self.hints.insert(a.ino, a.hint);
+            self.hints.insert(
+                a.ino,
+                DirDefaults {
+                    hint: a.hint,
+                    io_unit: a.io_unit,
+                },
+            );
         }
     }
 
@@ -543,7 +576,7 @@ impl Client {
 
     /// Fixes the I/O unit of I/O-based file `ino` to `unit` bytes unless a writer did first;
     /// returns the unit in force.
-    fn fix_io_unit(&mut self, ino: u64, unit: u32) -> Result<u32> {
+    pub fn fix_io_unit(&mut self, ino: u64, unit: u32) -> Result<u32> {
         let b = self.call(home_lambda(ino), &Request::IoUnit { ino, unit })?;
         match attr_of(op::IO_UNIT, &b)?.io_unit {
             0 => Err(ClientError::Protocol(format!(
@@ -551,6 +584,35 @@ impl Client {
             ))),
             u => Ok(u),
         }
+    }
+
+    /// Changes the placement hints of `ino` ([`Request::SetHint`]) and returns its attributes:
+    /// `data`, a file's data distribution (only while the file holds no data) or a directory's
+    /// for its new files; `io_unit`, a directory's unit for its new I/O-based files
+    /// ([`MIN_IO_UNIT`]..=[`MAX_IO`], or 0 for none). A directory's bigdir flag is fixed at
+    /// mkdir. EBUSY for a file this client has written to since its last commit: those
+    /// bytes lie where the old distribution put them.
+    pub fn set_hint(
+        &mut self,
+        ino: u64,
+        data: Option<DataDist>,
+        io_unit: Option<u32>,
+    ) -> Result<Attr> {
+        if io_unit.is_some_and(|u| u != 0 && !(MIN_IO_UNIT..=MAX_IO).contains(&u)) {
+            return Err(Errno::EINVAL.into());
+        }
+        if data.is_some() && self.files.of_ino(ino).any(|f| f.written_end.is_some()) {
+            return Err(Errno::EBUSY.into());
+        }
+        let b = self.call(home_lambda(ino), &Request::SetHint { ino, data, io_unit })?;
+        let a = attr_of(op::SET_HINT, &b)?;
+        self.learn(&a);
+        let conns = &mut self.conns;
+        self.files.for_each_of_ino(ino, |f| {
+            f.dist = a.hint.data;
+            f.ahead.clear(conns);
+        });
+        Ok(self.with_local_size(a))
     }
 
     /// `a` with its size raised to the end of this client's uncommitted writes to it.
@@ -561,15 +623,22 @@ impl Client {
         a
     }
 
-    fn dir_hint(&mut self, ino: u64) -> Result<Hint> {
-        if let Some(h) = self.hints.get(&ino) {
-            return Ok(*h);
+    fn dir_defaults(&mut self, ino: u64) -> Result<DirDefaults> {
+        if let Some(d) = self.hints.get(&ino) {
+            return Ok(*d);
         }
         let a = self.getattr(ino)?;
         if !a.is_dir() {
             return Err(Errno::ENOTDIR.into());
         }
-        Ok(a.hint)
+        Ok(DirDefaults {
+            hint: a.hint,
+            io_unit: a.io_unit,
+        })
+    }
+
+    fn dir_hint(&mut self, ino: u64) -> Result<Hint> {
+        Ok(self.dir_defaults(ino)?.hint)
     }
 
     fn dentry_lambda(&mut self, pino: u64, name: &[u8]) -> Result<u64> {
@@ -638,6 +707,16 @@ impl Client {
         }
         let mut hint = self.new_hint(pino, None)?;
         hint.bigdir = false;
+        // A new I/O-based file takes this client's unit, else its directory's; with neither,
+        // its first write fixes one.
+        let io_unit = if mode & libc::S_IFMT == libc::S_IFREG && hint.data == DataDist::Io {
+            match self.opts.io_unit {
+                Some(unit) => unit.clamp(MIN_IO_UNIT, MAX_IO),
+                None => self.dir_defaults(pino)?.io_unit,
+            }
+        } else {
+            0
+        };
         let l = self.dentry_lambda(pino, name)?;
         let req = Request::Create {
             pino,
@@ -646,6 +725,7 @@ impl Client {
             gid: who.gid,
             rdev,
             hint,
+            io_unit,
             excl,
             name,
         };
@@ -737,11 +817,13 @@ impl Client {
         who: Caller,
         hint: Option<Hint>,
     ) -> Result<Attr> {
-        let phint = self.dir_hint(pino)?;
+        let parent = self.dir_defaults(pino)?;
         let hint = self.new_hint(pino, hint)?;
+        // A new directory keeps its parent's unit for new I/O-based files.
+        let io_unit = parent.io_unit;
         let mode = libc::S_IFDIR | (mode & 0o7777);
-        let l = self.layout.dentry_lambda(pino, phint.bigdir, name);
-        let a = if phint.bigdir {
+        let l = self.layout.dentry_lambda(pino, parent.hint.bigdir, name);
+        let a = if parent.hint.bigdir {
             // A bigdir's child keeps dentry and inode together.
             let req = Request::Create {
                 pino,
@@ -750,6 +832,7 @@ impl Client {
                 gid: who.gid,
                 rdev: 0,
                 hint,
+                io_unit,
                 excl: true,
                 name,
             };
@@ -760,6 +843,7 @@ impl Client {
                 uid: who.uid,
                 gid: who.gid,
                 hint,
+                io_unit,
                 near: self.opts.dirs_near_client,
             };
             let at = if self.opts.dirs_near_client {
@@ -1093,7 +1177,9 @@ impl Client {
     pub fn setattr(&mut self, ino: u64, set: SetAttr) -> Result<Attr> {
         let Some(size) = set.size else {
             let b = self.call(home_lambda(ino), &Request::SetAttr { ino, set })?;
-            return attr_of(op::SETATTR, &b);
+            let a = attr_of(op::SETATTR, &b)?;
+            self.files.for_each_of_ino(ino, |f| f.mode = a.mode);
+            return Ok(a);
         };
         let old = self.getattr(ino)?;
         if old.is_dir() {
@@ -1109,10 +1195,29 @@ impl Client {
         let conns = &mut self.conns;
         self.files.for_each_of_ino(ino, |f| {
             f.ahead.clear(conns);
+            f.mode = a.mode;
             f.size = size;
             f.written_end = f.written_end.map(|e| e.min(size));
         });
         Ok(a)
+    }
+
+    /// Drops the set-user-ID bit of `fd`'s file, and its set-group-ID bit when it is
+    /// group-executable, as a write by a process without CAP_FSETID must (FUSE leaves it to
+    /// the file system under FUSE_HANDLE_KILLPRIV_V2). Goes by the mode this client last saw,
+    /// so a write pays a request only when there is a bit to drop.
+    pub fn drop_set_id_bits(&mut self, fd: u64) -> Result<()> {
+        let f = self.file(fd)?;
+        let (ino, mode) = (f.ino, f.mode);
+        let dropped = set_id_bits_dropped(mode);
+        if dropped != 0 {
+            let set = SetAttr {
+                mode: Some(mode & 0o7777 & !dropped),
+                ..SetAttr::default()
+            };
+            self.setattr(ino, set)?;
+        }
+        Ok(())
     }
 
     /// Entries of directory `ino` (without `.` and `..`).
@@ -1187,6 +1292,7 @@ impl Client {
             fd,
             OpenFile {
                 ino: a.ino,
+                mode: a.mode,
                 dist: a.hint.data,
                 io_unit: a.io_unit,
                 writable,
@@ -1538,10 +1644,11 @@ impl Client {
     /// Attributes of the directory at `path`, resolved through the dentry cache.
     fn resolve_dir(&mut self, comps: &[&[u8]]) -> Result<Attr> {
         let mut cur = match self.hints.get(&ROOT_INO) {
-            Some(h) => Attr {
+            Some(d) => Attr {
                 ino: ROOT_INO,
                 mode: libc::S_IFDIR,
-                hint: *h,
+                hint: d.hint,
+                io_unit: d.io_unit,
                 ..Default::default()
             },
             None => self.getattr(ROOT_INO)?,

@@ -360,6 +360,9 @@ pub struct SetAttr {
     pub mtime_ns: Option<i64>,
     /// New hint.
     pub hint: Option<Hint>,
+    /// New [`Inode::io_unit`] (a directory's unit for its new I/O-based files; a file's is
+    /// fixed once, by [`PStore::fix_io_unit`]).
+    pub io_unit: Option<u32>,
     /// New link count (0 is refused: an inode loses its last link through [`PStore::relink`]).
     pub nlink: Option<u32>,
 }
@@ -377,6 +380,8 @@ pub struct NewInode {
     pub rdev: u32,
     /// Distribution hint.
     pub hint: Hint,
+    /// I/O unit ([`Inode::io_unit`]; 0: none).
+    pub io_unit: u32,
 }
 
 /// The part of a create that [`PStore::create_inode`] leaves for after its reply under
@@ -1913,6 +1918,7 @@ impl PStore {
             gid,
             rdev: 0,
             hint,
+            io_unit: 0,
         };
         self.create_inode(pino, name, &new)
     }
@@ -1958,6 +1964,7 @@ impl PStore {
                 ctime_ns: now,
                 hint: new.hint,
                 rdev: new.rdev,
+                io_unit: new.io_unit,
                 ..Inode::default()
             };
             let slot = s.reserve_slot()?;
@@ -2161,6 +2168,7 @@ impl PStore {
         i.atime_ns = attr.atime_ns.unwrap_or(i.atime_ns);
         i.mtime_ns = attr.mtime_ns.unwrap_or(i.mtime_ns);
         i.hint = attr.hint.unwrap_or(i.hint);
+        i.io_unit = attr.io_unit.unwrap_or(i.io_unit);
         match attr.nlink {
             Some(0) => {
                 return Err(PStoreError::Invalid(format!(

@@ -176,6 +176,7 @@ impl ReadCache {
             Request::Write { ino, .. }
             | Request::Truncate { ino, .. }
             | Request::SetAttr { ino, .. }
+            | Request::SetHint { ino, .. }
             | Request::Open { ino, .. }
             | Request::RmInode { ino, .. } => self.drop_file(ino),
             Request::Unlink { .. } | Request::Rename { .. } | Request::Link { .. }

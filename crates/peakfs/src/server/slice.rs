@@ -453,6 +453,7 @@ impl Slice {
                 gid,
                 rdev,
                 hint,
+                io_unit,
                 excl,
                 name,
             } => {
@@ -463,6 +464,7 @@ impl Slice {
                     gid,
                     rdev,
                     hint: hint_to_store(hint),
+                    io_unit,
                 };
                 // The store refuses an existing name itself: one dentry lookup, not two.
                 match self.store.create_inode(pino, name, &new) {
@@ -485,6 +487,7 @@ impl Slice {
                 uid,
                 gid,
                 hint,
+                io_unit,
                 // `near` chose the slice (RingSched ran it here); the inode is the same.
                 ..
             } => {
@@ -501,6 +504,7 @@ impl Slice {
                     mtime_ns: now,
                     ctime_ns: now,
                     hint: hint_to_store(hint),
+                    io_unit,
                     ..Inode::default()
                 };
                 self.store.insert_inode(&i).map_err(fail)?;
@@ -602,6 +606,9 @@ impl Slice {
                 self.store.fsync().map_err(fail)?;
                 Reply::Attr(attr(&i))
             }
+            Request::SetHint { ino, data, io_unit } => {
+                Reply::Attr(self.set_hint(ino, data, io_unit)?)
+            }
             Request::Write {
                 ino,
                 offset,
@@ -667,6 +674,7 @@ impl Slice {
             atime_ns: set.atime_ns,
             mtime_ns: set.mtime_ns,
             hint: None,
+            io_unit: None,
             nlink: None,
         };
         if let Some(cur) = cur {
@@ -694,6 +702,56 @@ impl Slice {
             .setattr(ino, &change)
             .map(|i| attr(&i))
             .map_err(fail)
+    }
+
+    /// [`Request::SetHint`]: made durable before the reply, as an I/O unit is: a writer lays
+    /// data out by the hint it is given, which a crash must not take back.
+    fn set_hint(
+        &mut self,
+        ino: u64,
+        data: Option<DataDist>,
+        io_unit: Option<u32>,
+    ) -> Result<Attr, Failure> {
+        let cur = self.store.getattr(ino).map_err(fail)?;
+        let hint = hint_to_wire(cur.hint);
+        match cur.mode & libc::S_IFMT {
+            libc::S_IFDIR => {}
+            libc::S_IFREG => {
+                if io_unit.is_some() {
+                    return Err(err(
+                        Errno::EINVAL,
+                        format!("inode {ino} is a file: its I/O unit is fixed by its first writer"),
+                    ));
+                }
+                let changes = data.is_some_and(|d| d != hint.data);
+                if changes && (cur.size > 0 || cur.io_unit != 0) {
+                    return Err(err(
+                        Errno::EBUSY,
+                        format!(
+                            "file {ino} already holds data laid out {} (size {}, I/O unit {}): \
+                             its distribution changes only while it is empty",
+                            hint.data.word(),
+                            cur.size,
+                            cur.io_unit
+                        ),
+                    ));
+                }
+            }
+            _ => {
+                return Err(err(
+                    Errno::EINVAL,
+                    format!("inode {ino} is neither a file nor a directory: no placement hint"),
+                ));
+            }
+        }
+        let change = pstore::SetAttr {
+            hint: data.map(|data| hint_to_store(Hint { data, ..hint })),
+            io_unit,
+            ..pstore::SetAttr::default()
+        };
+        let i = self.store.setattr(ino, &change).map_err(fail)?;
+        self.store.fsync().map_err(fail)?;
+        Ok(attr(&i))
     }
 
     /// Bytes of data held and the inodes here, for the master's usage report.

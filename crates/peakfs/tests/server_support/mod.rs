@@ -100,6 +100,7 @@ impl Client {
             gid: 0,
             rdev: 0,
             hint,
+            io_unit: 0,
             excl: true,
             name: name.as_bytes(),
         };
@@ -116,6 +117,7 @@ impl Client {
             uid: 0,
             gid: 0,
             hint,
+            io_unit: 0,
             near: false,
         };
         let a = self.attr(
