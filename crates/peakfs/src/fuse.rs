@@ -219,25 +219,7 @@ impl PeakFuse {
         }
         Ok((who, sgid))
     }
-}
 
-/// Answers getxattr(2) and listxattr(2): the value's size when asked with `size` 0, the value
-/// when it fits, ERANGE otherwise.
-fn reply_value(reply: ReplyXattr, size: u32, value: &[u8]) {
-    match u32::try_from(value.len()) {
-        Ok(n) if size == 0 => reply.size(n),
-        Ok(n) if n <= size => reply.data(value),
-        _ => reply.error(Errno::ERANGE),
-    }
-}
-
-/// A hint attribute refused: the caller gets the errno, the log says why.
-fn reply_refused(reply: ReplyEmpty, e: &XattrError) {
-    tracing::info!("extended attribute refused: {e}");
-    reply.error(Errno::from_i32(e.errno));
-}
-
-impl PeakFuse {
     /// The permission bits of `ino` without the set-ID bits a change of owner or a truncate
     /// drops; None when there are none to drop.
     fn kept_mode(&self, ino: u64) -> Result<Option<u32>, ClientError> {
@@ -272,6 +254,22 @@ impl PeakFuse {
             r => Self::reply_empty(reply, r),
         }
     }
+}
+
+/// Answers getxattr(2) and listxattr(2): the value's size when asked with `size` 0, the value
+/// when it fits, ERANGE otherwise.
+fn reply_value(reply: ReplyXattr, size: u32, value: &[u8]) {
+    match u32::try_from(value.len()) {
+        Ok(n) if size == 0 => reply.size(n),
+        Ok(n) if n <= size => reply.data(value),
+        _ => reply.error(Errno::ERANGE),
+    }
+}
+
+/// A hint attribute refused: the caller gets the errno, the log says why.
+fn reply_refused(reply: ReplyEmpty, e: &XattrError) {
+    tracing::info!("extended attribute refused: {e}");
+    reply.error(Errno::from_i32(e.errno));
 }
 
 fn perm(mode: u32, umask: u32) -> u32 {

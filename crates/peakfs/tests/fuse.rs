@@ -25,14 +25,24 @@ fn fuse_available() -> bool {
     ok
 }
 
-#[test]
-fn a_fuse_mount_behaves_like_a_posix_file_system_and_commits_on_close() {
+/// A cluster of 2 servers and its FUSE mount; None (the test skips) without FUSE.
+fn mounted() -> Option<(Cluster, tempfile::TempDir, fuser::BackgroundSession)> {
     if !fuse_available() {
-        return;
+        return None;
     }
     let cl = Cluster::start(2);
     let mnt = tempfile::tempdir().unwrap();
+    // Users other than root (the set-ID test's writer) must reach the mount point.
+    std::fs::set_permissions(mnt.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let session = peakfs::fuse::spawn_mount(cl.client(), mnt.path(), 2).unwrap();
+    Some((cl, mnt, session))
+}
+
+#[test]
+fn a_fuse_mount_behaves_like_a_posix_file_system_and_commits_on_close() {
+    let Some((cl, mnt, session)) = mounted() else {
+        return;
+    };
     let m = mnt.path();
     std::fs::create_dir(m.join("d")).unwrap();
     let data: Vec<u8> = (0..300_000u32).map(|i| (i * 7 + i / 1000) as u8).collect();
@@ -102,12 +112,9 @@ fn a_fuse_mount_behaves_like_a_posix_file_system_and_commits_on_close() {
 
 #[test]
 fn hard_links_device_numbers_and_open_unlinked_files_through_the_kernel() {
-    if !fuse_available() {
+    let Some((cl, mnt, session)) = mounted() else {
         return;
-    }
-    let cl = Cluster::start(2);
-    let mnt = tempfile::tempdir().unwrap();
-    let session = peakfs::fuse::spawn_mount(cl.client(), mnt.path(), 2).unwrap();
+    };
     let m = mnt.path();
     std::fs::create_dir(m.join("a")).unwrap();
     std::fs::create_dir(m.join("b")).unwrap();
@@ -217,12 +224,9 @@ fn list_xattr(p: &Path) -> Vec<u8> {
 
 #[test]
 fn placement_hints_are_extended_attributes_through_the_kernel() {
-    if !fuse_available() {
+    let Some((cl, mnt, session)) = mounted() else {
         return;
-    }
-    let cl = Cluster::start(2);
-    let mnt = tempfile::tempdir().unwrap();
-    let session = peakfs::fuse::spawn_mount(cl.client(), mnt.path(), 2).unwrap();
+    };
     let m = mnt.path();
     let n1 = m.join("n1");
     std::fs::create_dir(&n1).unwrap();
@@ -285,13 +289,9 @@ fn placement_hints_are_extended_attributes_through_the_kernel() {
 #[test]
 fn writes_truncates_and_changes_of_owner_drop_set_id_bits_as_the_kernel_would() {
     use std::os::unix::process::CommandExt;
-    if !fuse_available() {
+    let Some((_cluster, mnt, session)) = mounted() else {
         return;
-    }
-    let cl = Cluster::start(2);
-    let mnt = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(mnt.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let session = peakfs::fuse::spawn_mount(cl.client(), mnt.path(), 2).unwrap();
+    };
     let m = mnt.path();
     let mode = |name: &str| std::fs::metadata(m.join(name)).unwrap().mode() & 0o7777;
     let set = |name: &str, bits: u32| {
