@@ -228,29 +228,17 @@ impl PeakFuse {
         Ok((dropped != 0).then_some(a.mode & 0o7777 & !dropped))
     }
 
-    /// Carries out what a set or remove of a hint attribute asks of `ino`.
-    fn change_hint(&self, ino: u64, change: Change, reply: ReplyEmpty) {
-        let mut c = self.client();
-        let r = match change {
-            Change::None => Ok(()),
-            Change::Hint { data, io_unit } => c.set_hint(ino, data, io_unit).map(|_| ()),
-            Change::FixUnit(unit) => match c.fix_io_unit(ino, unit) {
-                // Another writer fixed another unit since the attributes were read.
-                Ok(fixed) if fixed != unit => {
-                    return reply_refused(reply, &xattr::unit_fixed(fixed));
-                }
-                r => r.map(|_| ()),
-            },
-        };
-        drop(c);
+    /// Carries out what a set or remove of a hint attribute asks of `ino`, or answers why not
+    /// (and logs it: the caller sees only the errno).
+    fn change_hint(&self, ino: u64, change: Result<Change, XattrError>, reply: ReplyEmpty) {
+        let r = change
+            .map_err(ClientError::from)
+            .and_then(|change| xattr::apply(&mut self.client(), ino, change));
         match r {
-            Err(ClientError::Refused { errno, message }) => reply_refused(
-                reply,
-                &XattrError {
-                    errno: errno.0,
-                    message,
-                },
-            ),
+            Err(ClientError::Refused { errno, message }) => {
+                tracing::info!("extended attribute refused: {message}");
+                reply.error(Errno::from_i32(errno.0));
+            }
             r => Self::reply_empty(reply, r),
         }
     }
@@ -264,12 +252,6 @@ fn reply_value(reply: ReplyXattr, size: u32, value: &[u8]) {
         Ok(n) if n <= size => reply.data(value),
         _ => reply.error(Errno::ERANGE),
     }
-}
-
-/// A hint attribute refused: the caller gets the errno, the log says why.
-fn reply_refused(reply: ReplyEmpty, e: &XattrError) {
-    tracing::info!("extended attribute refused: {e}");
-    reply.error(Errno::from_i32(e.errno));
 }
 
 fn perm(mode: u32, umask: u32) -> u32 {
@@ -672,10 +654,8 @@ impl fuser::Filesystem for PeakFuse {
             Ok(a) => a,
             Err(e) => return reply.error(errno(&e)),
         };
-        match xattr::set(attr, &a, value, SetFlags::from_bits(flags)) {
-            Ok(change) => self.change_hint(ino.0, change, reply),
-            Err(e) => reply_refused(reply, &e),
-        }
+        let change = xattr::set(attr, &a, value, SetFlags::from_bits(flags));
+        self.change_hint(ino.0, change, reply);
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
@@ -708,10 +688,7 @@ impl fuser::Filesystem for PeakFuse {
             Ok(a) => a,
             Err(e) => return reply.error(errno(&e)),
         };
-        match xattr::remove(attr, &a) {
-            Ok(change) => self.change_hint(ino.0, change, reply),
-            Err(e) => reply_refused(reply, &e),
-        }
+        self.change_hint(ino.0, xattr::remove(attr, &a), reply);
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {

@@ -16,9 +16,9 @@
 //! Other names do not exist here: reads of them find nothing, and setting one is not
 //! supported.
 
-use crate::client::MIN_IO_UNIT;
+use crate::client::{Client, ClientError, MIN_IO_UNIT};
 use crate::placement::DataDist;
-use crate::protocol::{Attr, MAX_IO};
+use crate::protocol::{Attr, Errno, MAX_IO};
 
 /// The name of the distribution hint attribute.
 pub const DIST: &str = "user.peakfs.dist";
@@ -93,14 +93,14 @@ pub enum Change {
     /// Nothing to change (the value is what the inode has).
     None,
     /// A new data distribution (file or directory) and a directory's unit (0: none):
-    /// [`crate::client::Client::set_hint`].
+    /// [`Client::set_hint`].
     Hint {
         /// New data distribution.
         data: Option<DataDist>,
         /// A directory's new unit for its new I/O-based files.
         io_unit: Option<u32>,
     },
-    /// Fix a file's I/O unit unless its first writer did: [`crate::client::Client::fix_io_unit`].
+    /// Fix a file's I/O unit unless its first writer did: [`Client::fix_io_unit`].
     FixUnit(u32),
 }
 
@@ -240,6 +240,29 @@ pub fn unit_fixed(unit: u32) -> XattrError {
         libc::EBUSY,
         format!("{IO_UNIT}: the file's first writer fixed its unit at {unit} bytes"),
     )
+}
+
+/// Carries out `change` on `ino` through `client`. A refusal, the servers' or this one's (a
+/// unit that another writer fixed first), is [`ClientError::Refused`] with its reason.
+pub fn apply(client: &mut Client, ino: u64, change: Change) -> Result<(), ClientError> {
+    match change {
+        Change::None => Ok(()),
+        Change::Hint { data, io_unit } => client.set_hint(ino, data, io_unit).map(|_| ()),
+        // Another writer may have fixed another unit since the attributes were read.
+        Change::FixUnit(unit) => match client.fix_io_unit(ino, unit)? {
+            fixed if fixed == unit => Ok(()),
+            fixed => Err(unit_fixed(fixed).into()),
+        },
+    }
+}
+
+impl From<XattrError> for ClientError {
+    fn from(e: XattrError) -> Self {
+        ClientError::Refused {
+            errno: Errno(e.errno),
+            message: e.message,
+        }
+    }
 }
 
 /// What removing `attr` from the inode with attributes `a` changes.

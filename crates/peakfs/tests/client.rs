@@ -860,3 +860,38 @@ fn a_full_slice_tells_the_client_which_option_sets_its_inode_slots() {
     assert!(matches!(err, ClientError::Refused { .. }), "{err:?}");
     assert!(err.to_string().contains("--bytes-per-inode"), "{err}");
 }
+
+#[test]
+fn the_cli_shows_and_changes_hints_and_says_why_it_refuses() {
+    let cl = Cluster::start(2);
+    let hint = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_peakfs"))
+            .args(["--master", &cl.master_addr, "hint"])
+            .args(args)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(if out.status.success() {
+            &out.stdout
+        } else {
+            &out.stderr
+        });
+        (out.status.success(), text.into_owned())
+    };
+    let mut c = cl.client();
+    c.mkdir("/d", 0o755, Some(dir_of(DataDist::Block))).unwrap();
+    assert_eq!(hint(&["/d"]), (true, "/d: dist block io_unit 0\n".into()));
+    assert_eq!(
+        hint(&["/d", "--set-dist", "io", "--set-io-unit", "47008"]),
+        (true, "/d: dist io io_unit 47008\n".into())
+    );
+    let (ok, why) = hint(&["/d", "--set-dist", "io,bigdir"]);
+    assert!(!ok && why.contains("from its mkdir on"), "{why}");
+    let (ok, why) = hint(&["/d", "--set-io-unit", "12"]);
+    assert!(!ok && why.contains("4096..=16777216"), "{why}");
+    let fd = c.create("/d/f", 0o644).unwrap();
+    c.write(fd, b"bytes").unwrap();
+    c.close(fd).unwrap();
+    assert_eq!(c.stat("/d/f").unwrap().io_unit, 47_008);
+    let (ok, why) = hint(&["/d/f", "--set-dist", "block"]);
+    assert!(!ok && why.contains("only while it is empty"), "{why}");
+}

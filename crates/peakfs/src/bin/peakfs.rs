@@ -12,6 +12,7 @@ use peakfs::bench::{BenchConfig, Worker};
 use peakfs::client::{Client, ClientOptions};
 use peakfs::local_cluster::{LocalCluster, LocalClusterConfig, split_cores};
 use peakfs::placement::Hint;
+use peakfs::xattr::{HintAttr, SetFlags};
 
 /// PeakFS client tools.
 #[derive(Debug, Parser)]
@@ -158,6 +159,19 @@ enum Cmd {
     Rmdir { path: String },
     /// Rename.
     Mv { from: String, to: String },
+    /// Show or change a file's or directory's placement hints, as the mount's extended
+    /// attributes user.peakfs.dist and user.peakfs.io_unit do.
+    Hint {
+        path: String,
+        /// New data distribution: a file's own (while it is empty), a directory's for its
+        /// new files ("block", "file" or "io"; "bigdir"/"dir" must say what it is).
+        #[arg(long = "set-dist")]
+        dist: Option<String>,
+        /// I/O unit in bytes: a directory's for its new I/O-based files, or an I/O-based
+        /// file's before its first write.
+        #[arg(long = "set-io-unit")]
+        unit: Option<String>,
+    },
     /// Capacity and usage.
     Df,
     /// Round-trip ECHO requests to every server.
@@ -452,7 +466,7 @@ fn main() -> Result<()> {
                     "{}",
                     serde_json::json!({"ino": s.ino, "mode": s.mode, "uid": s.uid, "gid": s.gid,
                         "nlink": s.nlink, "size": s.size, "mtime_ns": s.mtime_ns,
-                        "hint": s.hint.to_byte(), "io_unit": s.io_unit})
+                        "hint": s.hint.to_byte(), "dist": s.hint.words(), "io_unit": s.io_unit})
                 );
             } else {
                 println!("{s:?}");
@@ -495,6 +509,22 @@ fn main() -> Result<()> {
                 out.write_all(&d)?;
             }
             c.close(fd)?;
+            Ok(())
+        }
+        Cmd::Hint { path, dist, unit } => {
+            let mut c = client(&a)?;
+            for (attr, value) in [(HintAttr::Dist, dist), (HintAttr::IoUnit, unit)] {
+                if let Some(value) = value {
+                    let now = c.stat(path)?;
+                    let change =
+                        peakfs::xattr::set(attr, &now, value.as_bytes(), SetFlags::default())
+                            .with_context(|| format!("{path}: {value:?}"))?;
+                    peakfs::xattr::apply(&mut c, now.ino, change)
+                        .with_context(|| format!("{path}: {value:?}"))?;
+                }
+            }
+            let s = c.stat(path)?;
+            println!("{path}: dist {} io_unit {}", s.hint.words(), s.io_unit);
             Ok(())
         }
         Cmd::Mkdir { path } => Ok(client(&a)?.mkdir(path, 0o755, None).map(|_| ())?),
