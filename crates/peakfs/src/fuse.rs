@@ -26,7 +26,7 @@ use fuser::{
     ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
-use crate::client::{Caller, Client, ClientError, Entry, set_id_bits_dropped};
+use crate::client::{Caller, Client, ClientError, Entry, mode_without_set_id_bits};
 use crate::protocol::{Attr, SetAttr};
 use crate::xattr::{self, Change, HintAttr, SetFlags, XattrError};
 
@@ -223,9 +223,7 @@ impl PeakFuse {
     /// The permission bits of `ino` without the set-ID bits a change of owner or a truncate
     /// drops; None when there are none to drop.
     fn kept_mode(&self, ino: u64) -> Result<Option<u32>, ClientError> {
-        let a = self.client().getattr(ino)?;
-        let dropped = set_id_bits_dropped(a.mode);
-        Ok((dropped != 0).then_some(a.mode & 0o7777 & !dropped))
+        Ok(mode_without_set_id_bits(self.client().getattr(ino)?.mode))
     }
 
     /// Carries out what a set or remove of a hint attribute asks of `ino`, or answers why not

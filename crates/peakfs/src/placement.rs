@@ -158,21 +158,42 @@ impl Hint {
         }
     }
 
-    /// Parses a hint as written in configs, attributes and `PEAKFS_DIST`: a comma-separated
-    /// list of `block`, `file`, `io`, `bigdir`, `dir` (e.g. `"bigdir,file"`).
+    /// Parses a hint as written in configs and `PEAKFS_DIST` ([`HintWords::parse`]); what
+    /// the words leave out is the default.
     pub fn parse(text: &str) -> Option<Self> {
-        let mut hint = Self::default();
+        let words = HintWords::parse(text).ok()?;
+        Some(Self {
+            data: words.data.unwrap_or_default(),
+            bigdir: words.bigdir.unwrap_or(false),
+        })
+    }
+}
+
+/// The parts of a hint that its words give, each `None` when left out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct HintWords {
+    /// `block`, `file` or `io`.
+    pub data: Option<DataDist>,
+    /// `bigdir` (true) or `dir` (false).
+    pub bigdir: Option<bool>,
+}
+
+impl HintWords {
+    /// Parses a comma-separated list of `block`, `file`, `io`, `bigdir`, `dir` (e.g.
+    /// `"bigdir,file"`; a later word wins); an unknown word is the error.
+    pub fn parse(text: &str) -> Result<Self, &str> {
+        let mut words = Self::default();
         for word in text.split(',').map(str::trim).filter(|w| !w.is_empty()) {
             match word {
-                "block" => hint.data = DataDist::Block,
-                "file" => hint.data = DataDist::File,
-                "io" => hint.data = DataDist::Io,
-                "bigdir" => hint.bigdir = true,
-                "dir" => hint.bigdir = false,
-                _ => return None,
+                "block" => words.data = Some(DataDist::Block),
+                "file" => words.data = Some(DataDist::File),
+                "io" => words.data = Some(DataDist::Io),
+                "bigdir" => words.bigdir = Some(true),
+                "dir" => words.bigdir = Some(false),
+                unknown => return Err(unknown),
             }
         }
-        Some(hint)
+        Ok(words)
     }
 }
 

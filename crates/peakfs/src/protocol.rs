@@ -143,6 +143,7 @@ pub mod op {
             OPEN => "open",
             CLOSE => "close",
             IO_UNIT => "io-unit",
+            SET_HINT => "set-hint",
             WRITE => "write",
             READ => "read",
             FSYNC => "fsync",
@@ -1051,14 +1052,15 @@ impl<'a> Request<'a> {
             },
             op::IO_UNIT => {
                 let ino = r.u64("ino")?;
-                let unit = r.u32("unit")?;
-                if unit == 0 || unit > MAX_IO {
-                    return Err(ProtoError::BadValue {
-                        field: "unit",
-                        value: unit.into(),
-                    });
+                match io_unit(&mut r)? {
+                    0 => {
+                        return Err(ProtoError::BadValue {
+                            field: "io_unit",
+                            value: 0,
+                        });
+                    }
+                    unit => Request::IoUnit { ino, unit },
                 }
-                Request::IoUnit { ino, unit }
             }
             op::SET_HINT => {
                 let ino = r.u64("ino")?;
@@ -1732,6 +1734,13 @@ mod tests {
             Errno::ENOSYS
         );
         assert_eq!(Errno::from_error_code(ErrorCode(0x7FFF_FFFF)), Errno::EIO);
+    }
+
+    #[test]
+    fn every_file_system_opcode_has_a_name_of_its_own() {
+        let names: std::collections::HashSet<_> = op::ALL.iter().map(|&o| op::name(o)).collect();
+        assert_eq!(names.len(), op::ALL.len());
+        assert!(!names.contains("unknown"));
     }
 
     #[test]

@@ -16,9 +16,9 @@
 //! Other names do not exist here: reads of them find nothing, and setting one is not
 //! supported.
 
-use crate::client::{Client, ClientError, MIN_IO_UNIT};
-use crate::placement::DataDist;
-use crate::protocol::{Attr, Errno, MAX_IO};
+use crate::client::{Client, ClientError, IO_UNITS};
+use crate::placement::{DataDist, HintWords};
+use crate::protocol::{Attr, Errno};
 
 /// The name of the distribution hint attribute.
 pub const DIST: &str = "user.peakfs.dist";
@@ -52,13 +52,19 @@ pub enum HintAttr {
 }
 
 impl HintAttr {
+    const ALL: [Self; 2] = [Self::Dist, Self::IoUnit];
+
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Dist => DIST,
+            Self::IoUnit => IO_UNIT,
+        }
+    }
+
     /// The attribute named `name`, if it is one of these.
     pub fn from_name(name: &[u8]) -> Option<Self> {
-        match name {
-            n if n == DIST.as_bytes() => Some(Self::Dist),
-            n if n == IO_UNIT.as_bytes() => Some(Self::IoUnit),
-            _ => None,
-        }
+        Self::ALL.into_iter().find(|a| a.name().as_bytes() == name)
     }
 
     /// Its value on the inode with attributes `a` (None: the inode has none).
@@ -74,15 +80,12 @@ impl HintAttr {
 /// form listxattr(2) returns).
 pub fn list(a: &Attr) -> Vec<u8> {
     let mut out = Vec::new();
-    for attr in [HintAttr::Dist, HintAttr::IoUnit] {
-        if attr.get(a).is_some() {
-            let name = match attr {
-                HintAttr::Dist => DIST,
-                HintAttr::IoUnit => IO_UNIT,
-            };
-            out.extend_from_slice(name.as_bytes());
-            out.push(0);
-        }
+    for attr in HintAttr::ALL
+        .into_iter()
+        .filter(|attr| attr.get(a).is_some())
+    {
+        out.extend_from_slice(attr.name().as_bytes());
+        out.push(0);
     }
     out
 }
@@ -152,24 +155,14 @@ pub fn set(attr: HintAttr, a: &Attr, value: &[u8], flags: SetFlags) -> Result<Ch
 }
 
 fn set_dist(a: &Attr, text: &str) -> Result<Change, XattrError> {
-    let mut data = None;
-    let mut bigdir = None;
-    for word in text.split(',').map(str::trim) {
-        match word {
-            "block" => data = Some(DataDist::Block),
-            "file" => data = Some(DataDist::File),
-            "io" => data = Some(DataDist::Io),
-            "bigdir" => bigdir = Some(true),
-            "dir" => bigdir = Some(false),
-            _ => {
-                return Err(refuse(
-                    libc::EINVAL,
-                    format!(
-                        "{DIST}: unknown word {word:?} in {text:?} (block, file, io, bigdir, dir)"
-                    ),
-                ));
-            }
-        }
+    let HintWords { data, bigdir } = HintWords::parse(text).map_err(|word| {
+        refuse(
+            libc::EINVAL,
+            format!("{DIST}: unknown word {word:?} in {text:?} (block, file, io, bigdir, dir)"),
+        )
+    })?;
+    if data.is_none() && bigdir.is_none() {
+        return Err(refuse(libc::EINVAL, format!("{DIST}: no words")));
     }
     if bigdir.is_some_and(|b| b != a.hint.bigdir) {
         let (errno, why) = if a.is_dir() {
@@ -193,7 +186,7 @@ fn set_dist(a: &Attr, text: &str) -> Result<Change, XattrError> {
 }
 
 fn set_io_unit(a: &Attr, text: &str) -> Result<Change, XattrError> {
-    let range = MIN_IO_UNIT..=MAX_IO;
+    let range = IO_UNITS;
     let unit = text
         .parse::<u32>()
         .ok()

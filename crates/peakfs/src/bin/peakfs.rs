@@ -210,7 +210,7 @@ fn io_unit(a: &Args) -> Result<Option<u32>> {
             .with_context(|| format!("bad PEAKFS_IO_UNIT {v:?}"))?,
         (None, Err(_)) => return Ok(None),
     };
-    let range = peakfs::client::MIN_IO_UNIT..=peakfs::protocol::MAX_IO;
+    let range = peakfs::client::IO_UNITS;
     anyhow::ensure!(
         range.contains(&unit),
         "an I/O unit of {unit} bytes: it must be {} to {} bytes",

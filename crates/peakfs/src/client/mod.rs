@@ -223,18 +223,19 @@ pub struct Entry {
     pub mode: u32,
 }
 
-/// The set-ID bits of a file of mode `mode` that a write, a truncate or a change of owner
-/// drops (Linux's rule): set-user-ID, and set-group-ID when the group may execute the file
-/// (without group execute it marks mandatory locking). None of a directory's.
-pub fn set_id_bits_dropped(mode: u32) -> u32 {
+/// The permission bits a file of mode `mode` keeps after a write, a truncate or a change of
+/// owner, when that drops set-ID bits (Linux's rule): set-user-ID, and set-group-ID when the
+/// group may execute the file (without group execute it marks mandatory locking). None when
+/// nothing drops (a directory never drops any).
+pub fn mode_without_set_id_bits(mode: u32) -> Option<u32> {
     if mode & libc::S_IFMT == libc::S_IFDIR {
-        return 0;
+        return None;
     }
     let mut bits = mode & libc::S_ISUID;
     if mode & (libc::S_ISGID | libc::S_IXGRP) == libc::S_ISGID | libc::S_IXGRP {
         bits |= libc::S_ISGID;
     }
-    bits
+    (bits != 0).then_some(mode & 0o7777 & !bits)
 }
 
 /// What a directory gives its new entries: its hint (bigdir or not, and the data distribution
@@ -294,6 +295,9 @@ const STRIDED_AHEAD: u64 = 64;
 /// Smallest I/O unit a first write fixes: a page, so that tiny first writes (a header) do not
 /// cut every later transfer into thousands of extents.
 pub const MIN_IO_UNIT: u32 = 4096;
+
+/// The I/O units a file can have, in bytes.
+pub const IO_UNITS: std::ops::RangeInclusive<u32> = MIN_IO_UNIT..=MAX_IO;
 
 /// One data request: λ, file offset, length, and for I/O-based data the start of the I/O
 /// unit (extent) holding the bytes.
@@ -598,7 +602,7 @@ impl Client {
         data: Option<DataDist>,
         io_unit: Option<u32>,
     ) -> Result<Attr> {
-        if io_unit.is_some_and(|u| u != 0 && !(MIN_IO_UNIT..=MAX_IO).contains(&u)) {
+        if io_unit.is_some_and(|u| u != 0 && !IO_UNITS.contains(&u)) {
             return Err(Errno::EINVAL.into());
         }
         if data.is_some() && self.files.of_ino(ino).any(|f| f.written_end.is_some()) {
@@ -670,13 +674,6 @@ impl Client {
         }
     }
 
-    fn new_hint(&mut self, pino: u64, hint: Option<Hint>) -> Result<Hint> {
-        match hint.or(self.opts.hint) {
-            Some(h) => Ok(h),
-            None => self.dir_hint(pino),
-        }
-    }
-
     /// Creates regular file `name` in `pino` (`mode`: permission bits; `excl`: fail with
     /// EEXIST if it exists, else return the existing file).
     pub fn create_at(
@@ -705,19 +702,20 @@ impl Client {
         if mode & libc::S_IFMT == libc::S_IFDIR {
             return Err(ClientError::Errno(Errno(libc::EINVAL)));
         }
-        let mut hint = self.new_hint(pino, None)?;
+        let parent = self.dir_defaults(pino)?;
+        let mut hint = self.opts.hint.unwrap_or(parent.hint);
         hint.bigdir = false;
         // A new I/O-based file takes this client's unit, else its directory's; with neither,
         // its first write fixes one.
         let io_unit = if mode & libc::S_IFMT == libc::S_IFREG && hint.data == DataDist::Io {
             match self.opts.io_unit {
                 Some(unit) => unit.clamp(MIN_IO_UNIT, MAX_IO),
-                None => self.dir_defaults(pino)?.io_unit,
+                None => parent.io_unit,
             }
         } else {
             0
         };
-        let l = self.dentry_lambda(pino, name)?;
+        let l = self.layout.dentry_lambda(pino, parent.hint.bigdir, name);
         let req = Request::Create {
             pino,
             mode,
@@ -818,7 +816,7 @@ impl Client {
         hint: Option<Hint>,
     ) -> Result<Attr> {
         let parent = self.dir_defaults(pino)?;
-        let hint = self.new_hint(pino, hint)?;
+        let hint = hint.or(self.opts.hint).unwrap_or(parent.hint);
         // A new directory keeps its parent's unit for new I/O-based files.
         let io_unit = parent.io_unit;
         let mode = libc::S_IFDIR | (mode & 0o7777);
@@ -1208,11 +1206,10 @@ impl Client {
     /// so a write pays a request only when there is a bit to drop.
     pub fn drop_set_id_bits(&mut self, fd: u64) -> Result<()> {
         let f = self.file(fd)?;
-        let (ino, mode) = (f.ino, f.mode);
-        let dropped = set_id_bits_dropped(mode);
-        if dropped != 0 {
+        let ino = f.ino;
+        if let Some(mode) = mode_without_set_id_bits(f.mode) {
             let set = SetAttr {
-                mode: Some(mode & 0o7777 & !dropped),
+                mode: Some(mode),
                 ..SetAttr::default()
             };
             self.setattr(ino, set)?;
