@@ -315,6 +315,7 @@ impl fuser::Filesystem for PeakFuse {
             atime_ns: atime.map(time_or_now),
             mtime_ns: mtime.map(time_or_now),
             nlink_delta: None,
+            layout: None,
         };
         match self.client().setattr(ino.0, set) {
             Ok(a) => reply.attr(&ATTR_TTL, &to_attr(&a)),

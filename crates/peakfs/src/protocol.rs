@@ -378,6 +378,9 @@ pub struct SetAttr {
     pub size: Option<u64>,
     /// Raise the size to at least this (commit of pipelined writes at fsync/close).
     pub extend_to: Option<u64>,
+    /// The distribution the bytes being committed were placed by, held to the file as
+    /// [`Request::Write::dist`] is.
+    pub layout: Option<DataDist>,
     /// New access time.
     pub atime_ns: Option<i64>,
     /// New modification time.
@@ -676,6 +679,11 @@ pub enum Request<'a> {
         /// I/O-based file (§III-C1), whose pages no other unit shares, counted from the
         /// unit's first byte. `None`: file blocks. The bytes lie within [`MAX_IO`] of it.
         extent: Option<u64>,
+        /// The distribution the writer placed these bytes by ([`DataDist::Io`] exactly when
+        /// `extent` is given). The inode's home slice holds the file to it: a file without
+        /// size takes it, one with a size laid out otherwise refuses the write (EIO), since
+        /// its readers would look for these bytes elsewhere.
+        dist: DataDist,
         /// The bytes (the rest of the payload).
         data: &'a [u8],
     },
@@ -844,6 +852,8 @@ impl<'a> Request<'a> {
                 put_u64(w, set.atime_ns.unwrap_or(0) as u64);
                 put_u64(w, set.mtime_ns.unwrap_or(0) as u64);
                 w.extend_from_slice(&set.nlink_delta.unwrap_or(0).to_le_bytes());
+                // The mask is full: 0 for none, else 1 + the distribution's byte.
+                w.push(set.layout.map_or(0, |d| 1 + d.to_byte()));
             }
             Request::ReadDir { pino, max, after } => {
                 put_u64(w, pino);
@@ -897,10 +907,12 @@ impl<'a> Request<'a> {
                 ino,
                 offset,
                 extent,
+                dist,
                 ..
             } => {
                 put_u64(w, ino);
                 put_extent(w, offset, extent);
+                w.push(dist.to_byte());
             }
             Request::Read {
                 ino,
@@ -988,6 +1000,10 @@ impl<'a> Request<'a> {
                 let (size, extend_to) = (r.u64("size")?, r.u64("extend_to")?);
                 let (atime, mtime) = (r.i64("atime")?, r.i64("mtime")?);
                 let nlink_delta = r.i32("nlink_delta")?;
+                let layout = match r.u8("layout")? {
+                    0 => None,
+                    b => Some(DataDist::from_byte(b - 1)?),
+                };
                 Request::SetAttr {
                     ino,
                     set: SetAttr {
@@ -999,6 +1015,7 @@ impl<'a> Request<'a> {
                         atime_ns: on(5).then_some(atime),
                         mtime_ns: on(6).then_some(mtime),
                         nlink_delta: on(7).then_some(nlink_delta),
+                        layout,
                     },
                 }
             }
@@ -1076,6 +1093,14 @@ impl<'a> Request<'a> {
             op::WRITE => {
                 let ino = r.u64("ino")?;
                 let (offset, extent) = get_extent(&mut r)?;
+                let b = r.u8("dist")?;
+                let dist = DataDist::from_byte(b)?;
+                if extent.is_some() != (dist == DataDist::Io) {
+                    return Err(ProtoError::BadValue {
+                        field: "dist",
+                        value: b.into(),
+                    });
+                }
                 let data = r.rest();
                 check_range(offset, data.len() as u64)?;
                 check_extent(offset, data.len() as u64, extent)?;
@@ -1083,6 +1108,7 @@ impl<'a> Request<'a> {
                     ino,
                     offset,
                     extent,
+                    dist,
                     data,
                 }
             }
@@ -1480,7 +1506,7 @@ mod tests {
         Close(u64),
         IoUnit(u64, u32),
         SetHint(u64, Option<DataDist>, Option<u32>),
-        Write(u64, u64, Option<u64>, Vec<u8>),
+        Write(u64, u64, Option<u64>, bool, Vec<u8>),
         Read(u64, u64, u32, Option<u64>),
         Fsync(u64),
         Truncate(u64, u64),
@@ -1549,10 +1575,15 @@ mod tests {
                     data: *d,
                     io_unit: *u,
                 },
-                Owned::Write(i, o, e, d) => Request::Write {
+                Owned::Write(i, o, e, file, d) => Request::Write {
                     ino: *i,
                     offset: *o,
                     extent: *e,
+                    dist: match (e, file) {
+                        (Some(_), _) => DataDist::Io,
+                        (None, true) => DataDist::File,
+                        (None, false) => DataDist::Block,
+                    },
                     data: d,
                 },
                 Owned::Read(i, o, l, e) => Request::Read {
@@ -1578,17 +1609,21 @@ mod tests {
             opt(any::<i64>()),
             opt(any::<i64>()),
             opt(any::<i32>()),
+            opt(hint()),
         )
             .prop_map(
-                |(mode, uid, gid, size, extend_to, atime_ns, mtime_ns, nlink_delta)| SetAttr {
-                    mode,
-                    uid,
-                    gid,
-                    size,
-                    extend_to,
-                    atime_ns,
-                    mtime_ns,
-                    nlink_delta,
+                |(mode, uid, gid, size, extend_to, atime_ns, mtime_ns, nlink_delta, layout)| {
+                    SetAttr {
+                        mode,
+                        uid,
+                        gid,
+                        size,
+                        extend_to,
+                        atime_ns,
+                        mtime_ns,
+                        nlink_delta,
+                        layout: layout.map(|h| h.data),
+                    }
                 },
             )
     }
@@ -1667,12 +1702,14 @@ mod tests {
                 any::<u64>(),
                 off.clone(),
                 opt(0..=u64::from(MAX_IO) - 512),
+                any::<bool>(),
                 proptest::collection::vec(any::<u8>(), 0..512)
             )
-                .prop_map(|(i, o, into, d)| Owned::Write(
+                .prop_map(|(i, o, into, file, d)| Owned::Write(
                     i,
                     o,
                     into.map(|n| o - n.min(o)),
+                    file,
                     d
                 )),
             (any::<u64>(), off, 0..=MAX_IO, opt(any::<u64>())).prop_map(|(i, o, l, into)| {
@@ -1849,6 +1886,11 @@ mod tests {
                 ino: 1,
                 offset: i64::MAX as u64 - 1,
                 extent,
+                dist: if extent.is_some() {
+                    DataDist::Io
+                } else {
+                    DataDist::Block
+                },
                 data: b"xyz",
             }
             .encode(0);
@@ -1857,18 +1899,65 @@ mod tests {
     }
 
     #[test]
+    fn a_commit_carries_the_distribution_its_bytes_were_placed_by() {
+        let set = SetAttr {
+            extend_to: Some(300_000),
+            layout: Some(DataDist::File),
+            ..SetAttr::default()
+        };
+        let req = Request::SetAttr { ino: 9, set };
+        let mut b = req.encode(1);
+        assert_eq!(*b.last().unwrap(), 1 + DataDist::File.to_byte());
+        assert_eq!(Request::decode(op::SETATTR, &b), Ok((1, req)));
+        *b.last_mut().unwrap() = 0;
+        assert!(matches!(
+            Request::decode(op::SETATTR, &b),
+            Ok((
+                _,
+                Request::SetAttr {
+                    set: SetAttr { layout: None, .. },
+                    ..
+                }
+            ))
+        ));
+        *b.last_mut().unwrap() = 4;
+        assert!(
+            Request::decode(op::SETATTR, &b).is_err(),
+            "no distribution 3"
+        );
+    }
+
+    #[test]
     fn an_extent_is_the_top_bit_of_the_offset_and_its_start_follows_as_a_distance() {
-        let write = |extent| Request::Write {
+        let write = |extent: Option<u64>| Request::Write {
             ino: 3,
             offset: 47_008 + 100,
             extent,
+            dist: if extent.is_some() {
+                DataDist::Io
+            } else {
+                DataDist::File
+            },
             data: b"ab",
         };
         let (plain, ext) = (write(None).encode(5), write(Some(47_008)).encode(5));
         assert_eq!(plain[16..24], 47_108u64.to_le_bytes());
-        assert_eq!(plain.len(), 24 + 2);
+        assert_eq!(plain[24], DataDist::File.to_byte());
+        assert_eq!(plain.len(), 25 + 2);
         assert_eq!(ext[16..24], (47_108u64 | 1 << 63).to_le_bytes());
         assert_eq!(ext[24..28], 100u32.to_le_bytes());
+        assert_eq!(ext[28], DataDist::Io.to_byte());
+        // The distribution must say what the offset says: an extent is I/O-based, and only
+        // an extent is.
+        let mut io_without_extent = plain.clone();
+        io_without_extent[24] = DataDist::Io.to_byte();
+        assert!(Request::decode(op::WRITE, &io_without_extent).is_err());
+        let mut extent_of_blocks = ext.clone();
+        extent_of_blocks[28] = DataDist::Block.to_byte();
+        assert!(Request::decode(op::WRITE, &extent_of_blocks).is_err());
+        let mut unknown = plain.clone();
+        unknown[24] = 9;
+        assert!(Request::decode(op::WRITE, &unknown).is_err());
         assert_eq!(
             Request::decode(op::WRITE, &ext),
             Ok((5, write(Some(47_008))))

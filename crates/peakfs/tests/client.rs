@@ -328,6 +328,84 @@ fn a_directory_s_hints_apply_to_its_new_files_and_only_an_empty_file_changes_its
     r.close(rfd).unwrap();
 }
 
+/// Another client changes a file's distribution while this one's writes to it are on their
+/// way (the server allows it: it sees no size yet). Those bytes lie where the writer's
+/// distribution put them, so the file must keep that one, or the writer must hear that its
+/// bytes are lost.
+#[test]
+fn a_distribution_changed_under_a_writer_yields_to_its_bytes_or_the_writer_hears_of_it() {
+    let cl = Cluster::start(2);
+    let mut w = cl.client();
+    let mut h = cl.client();
+    w.mkdir("/f", 0o755, Some(dir_of(DataDist::File))).unwrap();
+    // A file-based file whose data lies off its inode's slice: its writes reach the home
+    // slice only with the commit's SETATTR.
+    let layout = *w.layout();
+    let remote_file = |w: &mut peakfs::client::Client, name: &str| {
+        for k in 0.. {
+            let path = format!("{name}{k}");
+            let fd = w.create(&path, 0o644).unwrap();
+            let ino = w.stat(&path).unwrap().ino;
+            let data = layout.route(layout.data_lambda(ino, DataDist::File, 0));
+            if data != layout.route(peakfs::placement::home_lambda(ino)) {
+                return (path, fd, ino);
+            }
+            w.close(fd).unwrap();
+        }
+        unreachable!()
+    };
+    let read_back = |path: &str, len: usize| {
+        let mut r = cl.client();
+        let a = r.stat(path).unwrap();
+        let fd = r.open(path, libc::O_RDONLY, 0).unwrap();
+        let got = r.pread(fd, len + 1, 0).unwrap();
+        r.close(fd).unwrap();
+        (a.hint.data, got)
+    };
+
+    // 1. The commit brings the writer's distribution home: the file keeps it.
+    let (a, fd, ino) = remote_file(&mut w, "/f/a");
+    let body = pattern(7, 300_000);
+    w.pwrite(fd, &body, 0).unwrap();
+    let changed = h.set_hint(ino, Some(DataDist::Block), None).unwrap();
+    assert_eq!(changed.hint.data, DataDist::Block);
+    w.close(fd).unwrap();
+    let (dist, got) = read_back(&a, body.len());
+    assert_eq!(dist, DataDist::File);
+    assert!(got == body, "the bytes written before the change read back");
+
+    // 2. A write that reaches the home slice itself (block 0 of a block-based file) does
+    // the same, with no SETATTR after it.
+    w.mkdir("/b", 0o755, Some(dir_of(DataDist::Block))).unwrap();
+    let fd = w.create("/b/c", 0o644).unwrap();
+    let ino = w.stat("/b/c").unwrap().ino;
+    h.set_hint(ino, Some(DataDist::File), None).unwrap();
+    let small = pattern(8, 3_901);
+    w.pwrite(fd, &small, 0).unwrap();
+    w.close(fd).unwrap();
+    let (dist, got) = read_back("/b/c", small.len());
+    assert_eq!(dist, DataDist::Block);
+    assert!(
+        got == small,
+        "a small file written across a change reads back"
+    );
+
+    // 3. Once another writer has committed bytes by the new distribution, the first one's
+    // commit is refused (EIO) and the file keeps the committed bytes.
+    let (d, fd, ino) = remote_file(&mut w, "/f/d");
+    w.pwrite(fd, &pattern(9, 200_000), 0).unwrap();
+    h.set_hint(ino, Some(DataDist::Block), None).unwrap();
+    let mut x = cl.client();
+    let xfd = x.open(&d, libc::O_WRONLY, 0).unwrap();
+    let theirs = pattern(10, 5_000);
+    x.pwrite(xfd, &theirs, 0).unwrap();
+    x.close(xfd).unwrap();
+    assert_eq!(errno(w.close(fd)), libc::EIO);
+    let (dist, got) = read_back(&d, theirs.len());
+    assert_eq!(dist, DataDist::Block);
+    assert!(got == theirs, "the committed bytes are intact");
+}
+
 #[test]
 fn writes_are_visible_to_other_clients_after_close_or_fsync() {
     let cl = Cluster::start(2);

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use gpu_nvme::controller::file::{FileController, FileControllerConfig};
 use gpu_nvme::device::{DeviceConfig, NvmeDevice};
-use peakfs::pstore::inode::Hint;
+use peakfs::pstore::inode::{DataDistribution, Hint};
 use peakfs::pstore::zone::{KeyedPages, LateBytes, WriteBehind, Zone, ZoneError};
 use peakfs::pstore::{NewInode, PStore, PStoreConfig, PStoreError, Relink, SetAttr, Unlinked};
 use proptest::prelude::*;
@@ -852,6 +852,50 @@ fn checkpoints_wait_for_staged_pages_to_be_written_behind_before_their_log_commi
     assert!(st.checkpoint_stops.staged_pages_written <= 16, "{st:?}");
     while s.pump().unwrap() {}
     power_cut_keeps_small_files(s, &ssd, dev, &cfg, &files);
+}
+
+#[test]
+fn a_write_holds_its_file_to_the_distribution_it_was_placed_by() {
+    let (_c, dev) = swarm(32 << 20, 4096);
+    let cfg = small_config(4096);
+    let mut s = PStore::format(dev.clone(), &cfg).unwrap();
+    let f = s.create(1, b"f", REG, 0, 0, Hint::default()).unwrap();
+    assert_eq!(f.hint.data, DataDistribution::Block);
+    // Without a size the file takes the writer's distribution, with the write's size.
+    s.write_laid_out(f.ino, 0, None, b"file-based", DataDistribution::File)
+        .unwrap();
+    let i = s.getattr(f.ino).unwrap();
+    assert_eq!((i.hint.data, i.size), (DataDistribution::File, 10));
+    s.write_laid_out(f.ino, 10, None, b"!", DataDistribution::File)
+        .unwrap();
+    // With a size, bytes placed otherwise are refused and nothing of them is written.
+    for (extent, written) in [
+        (None, DataDistribution::Block),
+        (Some(0), DataDistribution::Io),
+    ] {
+        match s.write_laid_out(f.ino, 0, extent, b"XXXXXXXXXXXXXXXXX", written) {
+            Err(PStoreError::LaidOutOtherwise {
+                size: 11,
+                held: DataDistribution::File,
+                ..
+            }) => {}
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+    let mut buf = [0u8; 20];
+    assert_eq!(s.read(f.ino, 0, &mut buf).unwrap(), 11);
+    assert_eq!(&buf[..11], b"file-based!");
+    // A slice without the inode holds the bytes of any distribution.
+    let remote = 0xABCD_0000_0001;
+    s.write_laid_out(remote, 0, Some(0), b"unit", DataDistribution::Io)
+        .unwrap();
+    s.write_laid_out(remote, 8192, None, b"block", DataDistribution::Block)
+        .unwrap();
+    // The change is logged with the write.
+    s.fsync().unwrap();
+    drop(s);
+    let mut s = PStore::open(dev, &cfg).unwrap();
+    assert_eq!(s.getattr(f.ino).unwrap().hint.data, DataDistribution::File);
 }
 
 #[test]

@@ -115,6 +115,7 @@ fn writer(
                 ino: f.ino,
                 offset: p.offset,
                 extent: (f.hint.data == DataDist::Io).then_some(p.offset),
+                dist: f.hint.data,
                 data: &data[at..at + p.len as usize],
             };
             if cl.try_call(p.lambda, req).is_err() {
@@ -123,6 +124,7 @@ fn writer(
         }
         let set = peakfs::protocol::SetAttr {
             extend_to: Some(off + chunk as u64),
+            layout: Some(f.hint.data),
             ..Default::default()
         };
         if cl

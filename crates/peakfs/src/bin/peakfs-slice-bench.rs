@@ -30,7 +30,7 @@ use common::bench::{BenchRecord, Engine, LatencyRecorder, print_records};
 use gpu_nvme::controller::file::FileBackend;
 use peakfs::config::ServerConfig;
 use peakfs::local_cluster::scratch_dir;
-use peakfs::placement::{Hint, Layout, ROOT_INO};
+use peakfs::placement::{DataDist, Hint, Layout, ROOT_INO};
 use peakfs::protocol::{Request, UnlinkFlags, op};
 use peakfs::server::slice::{Slice, hint_to_store};
 use peakfs::server::storage::Storage;
@@ -240,6 +240,7 @@ fn main() -> anyhow::Result<()> {
                             offset,
                             // Each transfer an I/O unit of its own, as an N-1 file's.
                             extent: extent.then_some(offset),
+                            dist: if extent { DataDist::Io } else { DataDist::File },
                             data,
                         })?;
                     }
@@ -250,6 +251,7 @@ fn main() -> anyhow::Result<()> {
                             ino,
                             offset: 0,
                             extent: None,
+                            dist: DataDist::Block,
                             data: &small_data,
                         })?;
                     }

@@ -1388,6 +1388,7 @@ impl Client {
                 ino,
                 offset: p.offset,
                 extent: p.extent,
+                dist,
                 data: &data[s..s + p.len as usize],
             };
             self.conns.submit_write(fd, p.lambda, &req, max)?;
@@ -1417,7 +1418,7 @@ impl Client {
     fn commit(&mut self, fd: u64, durable: bool) -> Result<()> {
         let drained = self.conns.drain_writes(fd);
         let f = self.file(fd)?;
-        let ino = f.ino;
+        let (ino, dist) = (f.ino, f.dist);
         let end = f.written_end.take();
         let dirty = std::mem::take(&mut f.dirty);
         drained?;
@@ -1429,8 +1430,11 @@ impl Client {
             .any(|&(server, worker)| Route { server, worker } != home);
         let mut reqs = Vec::new();
         if let Some(end) = end.filter(|_| remote) {
+            // The distribution goes with the size: had another client changed it since these
+            // writes were placed, the home slice holds the file to theirs (or refuses).
             let set = SetAttr {
                 extend_to: Some(end),
+                layout: Some(dist),
                 mtime_ns: Some(now_ns()),
                 ..Default::default()
             };

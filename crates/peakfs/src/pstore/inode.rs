@@ -2,6 +2,7 @@
 //! (§III-C1), and the mapping of the first file block, kept inline so that a client holding
 //! the inode reaches a small file's data without another lookup.
 
+use super::PStoreError;
 use super::table::PageRun;
 
 /// Bytes of one on-disk inode; an Icache block holds `PAGE / INODE_BYTES` of them.
@@ -124,6 +125,33 @@ pub struct Inode {
 }
 
 impl Inode {
+    /// Holds the file to `written`, the distribution a writer placed its bytes by. A file
+    /// without size has no data laid out yet and takes it (true: the inode changed), which
+    /// undoes a hint given while those bytes were on their way; a file with a size must hold
+    /// it already, since its readers look where its distribution says.
+    pub fn hold_layout(&mut self, written: DataDistribution) -> Result<bool, PStoreError> {
+        if self.hint.data == written {
+            Ok(false)
+        } else if self.size == 0 {
+            tracing::info!(
+                ino = self.ino,
+                hint = ?self.hint.data,
+                written = ?written,
+                "a file's distribution changed while a writer's bytes were on their way: \
+                 it keeps the writer's, where those bytes lie"
+            );
+            self.hint.data = written;
+            Ok(true)
+        } else {
+            Err(PStoreError::LaidOutOtherwise {
+                ino: self.ino,
+                size: self.size,
+                held: self.hint.data,
+                written,
+            })
+        }
+    }
+
     /// The on-disk form, with magic and checksum.
     pub fn encode(&self) -> [u8; INODE_BYTES] {
         let mut b = [0u8; INODE_BYTES];

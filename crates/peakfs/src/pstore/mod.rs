@@ -61,7 +61,7 @@ use bitmap::{Bitmap, BitmapError};
 use cart::{Cart, CartError};
 use checkpoint::{Encoder, Geometry, Tables};
 use icache::{Icache, IcacheStats, InodeIo};
-use inode::{Hint, INODE_BYTES, Inode, InodeError};
+use inode::{DataDistribution, Hint, INODE_BYTES, Inode, InodeError};
 use pdata::{BlockKeys, BlockWrite, PData, ReadPlan};
 use table::{BlockTable, InodeIndex, PageRun};
 use wal::{MAX_RECORD, Record, Wal};
@@ -120,6 +120,23 @@ pub enum PStoreError {
     /// the data pages a log write names did not reach the device (they are staged again)
     #[error("the data pages named by the log failed to write")]
     DataNotWritten,
+    /// bytes placed by one data distribution, for a file that holds data placed by another:
+    /// its distribution changed while they were being written, and its readers would not
+    /// find them
+    #[error(
+        "file {ino} holds {size} bytes laid out {held:?}, but these were laid out {written:?} \
+         (its distribution changed while they were being written)"
+    )]
+    LaidOutOtherwise {
+        /// the file
+        ino: u64,
+        /// its size
+        size: u64,
+        /// its distribution
+        held: DataDistribution,
+        /// the writer's
+        written: DataDistribution,
+    },
     /// an operation's records outgrew the log room it had reserved: memory holds changes the
     /// log lacks, so the store writes nothing more until a restart recovers it from the log
     #[error(
@@ -2404,7 +2421,26 @@ impl PStore {
     /// Writes `data` at `offset` of file `ino`, into the blocks held here. When the inode is
     /// here, its first block is mapped inline and its size and mtime follow the write.
     pub fn write(&mut self, ino: u64, offset: u64, data: &[u8]) -> Result<usize, PStoreError> {
-        self.write_keyed(ino, offset, data, BlockKeys::File)
+        self.write_keyed(ino, offset, data, BlockKeys::File, None)
+    }
+
+    /// [`Self::write`], or [`Self::write_extent`] for an `extent` starting at the given
+    /// origin, of bytes a writer placed by distribution `layout`: when the inode is here, the
+    /// file is held to it first ([`Inode::hold_layout`]), and nothing is written if it lays
+    /// its data out otherwise.
+    pub fn write_laid_out(
+        &mut self,
+        ino: u64,
+        offset: u64,
+        extent: Option<u64>,
+        data: &[u8],
+        layout: DataDistribution,
+    ) -> Result<usize, PStoreError> {
+        let keys = match extent {
+            Some(origin) => extent_keys(origin, offset)?,
+            None => BlockKeys::File,
+        };
+        self.write_keyed(ino, offset, data, keys, Some(layout))
     }
 
     /// Writes `data` at `offset` of file `ino` into the extent that starts at file offset
@@ -2419,7 +2455,7 @@ impl PStore {
         offset: u64,
         data: &[u8],
     ) -> Result<usize, PStoreError> {
-        self.write_keyed(ino, offset, data, extent_keys(origin, offset)?)
+        self.write_keyed(ino, offset, data, extent_keys(origin, offset)?, None)
     }
 
     fn write_keyed(
@@ -2428,6 +2464,7 @@ impl PStore {
         offset: u64,
         data: &[u8],
         keys: BlockKeys,
+        layout: Option<DataDistribution>,
     ) -> Result<usize, PStoreError> {
         self.settle()?;
         let bs = self.block_bytes();
@@ -2445,7 +2482,7 @@ impl PStore {
             let piece = &data[done..done + (batch_end - start) as usize];
             let batch = |s: &mut Self| {
                 s.run(BLOCKS_PER_TX * 100 + MAX_RECORD, |s| {
-                    s.write_batch(ino, start, piece, keys)
+                    s.write_batch(ino, start, piece, keys, layout)
                 })
             };
             match batch(self) {
@@ -2471,6 +2508,7 @@ impl PStore {
         offset: u64,
         data: &[u8],
         keys: BlockKeys,
+        layout: Option<DataDistribution>,
     ) -> Result<(), PStoreError> {
         let bs = self.block_bytes();
         let slot = self.inode_offset(ino);
@@ -2478,6 +2516,10 @@ impl PStore {
             Some(_) => Some(self.getattr(ino)?),
             None => None,
         };
+        if let (Some(i), Some(layout)) = (local.as_mut(), layout) {
+            // Logged with the size below.
+            i.hold_layout(layout)?;
+        }
         // The blocks' device writes go out together: one wait for the device per request,
         // not one per block. A block's new run is mapped, and its old one freed, only once
         // its data is on the device.

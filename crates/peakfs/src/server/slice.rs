@@ -60,6 +60,7 @@ fn fail(e: PStoreError) -> Failure {
         | PStoreError::Inode { .. }
         | PStoreError::Corrupt(_)
         | PStoreError::DataNotWritten
+        | PStoreError::LaidOutOtherwise { .. }
         | PStoreError::Halted => Errno::EIO,
     };
     (errno, e.to_string())
@@ -84,14 +85,17 @@ pub fn hint_to_wire(h: StoreHint) -> Hint {
 
 /// The stored hint of a wire hint.
 pub fn hint_to_store(h: Hint) -> StoreHint {
-    let data = match h.data {
+    StoreHint {
+        data: dist_to_store(h.data),
+        bigdir: h.bigdir,
+    }
+}
+
+fn dist_to_store(d: DataDist) -> DataDistribution {
+    match d {
         DataDist::Block => DataDistribution::Block,
         DataDist::File => DataDistribution::File,
         DataDist::Io => DataDistribution::Io,
-    };
-    StoreHint {
-        data,
-        bigdir: h.bigdir,
     }
 }
 
@@ -613,12 +617,12 @@ impl Slice {
                 ino,
                 offset,
                 extent,
+                dist,
                 data,
             } => {
-                let n = match extent {
-                    Some(origin) => self.store.write_extent(ino, origin, offset, data),
-                    None => self.store.write(ino, offset, data),
-                };
+                let n = self
+                    .store
+                    .write_laid_out(ino, offset, extent, data, dist_to_store(dist));
                 Reply::Written(n.map_err(fail)? as u32)
             }
             Request::Read {
@@ -660,7 +664,10 @@ impl Slice {
     }
 
     fn setattr(&mut self, ino: u64, set: SetAttr) -> Result<Attr, Failure> {
-        let needs_cur = set.extend_to.is_some() || set.mode.is_some() || set.nlink_delta.is_some();
+        let needs_cur = set.extend_to.is_some()
+            || set.layout.is_some()
+            || set.mode.is_some()
+            || set.nlink_delta.is_some();
         let cur = if needs_cur {
             Some(self.store.getattr(ino).map_err(fail)?)
         } else {
@@ -677,7 +684,12 @@ impl Slice {
             io_unit: None,
             nlink: None,
         };
-        if let Some(cur) = cur {
+        if let Some(mut cur) = cur {
+            if let Some(layout) = set.layout
+                && cur.hold_layout(dist_to_store(layout)).map_err(fail)?
+            {
+                change.hint = Some(cur.hint);
+            }
             if let Some(to) = set.extend_to
                 && cur.size < to
                 && set.size.is_none_or(|s| s < to)

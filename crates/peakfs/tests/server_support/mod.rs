@@ -235,6 +235,7 @@ impl Client {
                 ino: file.ino,
                 offset: p.offset,
                 extent: (file.hint.data == DataDist::Io).then_some(p.offset),
+                dist: file.hint.data,
                 data: &data[at..at + p.len as usize],
             };
             self.call(p.lambda, req).unwrap();
@@ -243,6 +244,7 @@ impl Client {
         let end = offset + data.len() as u64;
         let set = SetAttr {
             extend_to: Some(end),
+            layout: Some(file.hint.data),
             ..SetAttr::default()
         };
         self.call(
