@@ -912,7 +912,10 @@ impl<'a> Request<'a> {
             } => {
                 put_u64(w, ino);
                 put_extent(w, offset, extent);
-                w.push(dist.to_byte());
+                // Four bytes, not one: the data after them stays dword aligned in the
+                // server's receive buffer, which lets the controller take it straight from
+                // there (`Zone::write_runs`) instead of through a bounce slot.
+                put_u32(w, dist.to_byte().into());
             }
             Request::Read {
                 ino,
@@ -1093,14 +1096,15 @@ impl<'a> Request<'a> {
             op::WRITE => {
                 let ino = r.u64("ino")?;
                 let (offset, extent) = get_extent(&mut r)?;
-                let b = r.u8("dist")?;
-                let dist = DataDist::from_byte(b)?;
-                if extent.is_some() != (dist == DataDist::Io) {
-                    return Err(ProtoError::BadValue {
+                let b = r.u32("dist")?;
+                let dist = u8::try_from(b)
+                    .ok()
+                    .and_then(|b| DataDist::from_byte(b).ok())
+                    .filter(|d| extent.is_some() == (*d == DataDist::Io))
+                    .ok_or(ProtoError::BadValue {
                         field: "dist",
                         value: b.into(),
-                    });
-                }
+                    })?;
                 let data = r.rest();
                 check_range(offset, data.len() as u64)?;
                 check_extent(offset, data.len() as u64, extent)?;
@@ -1942,11 +1946,15 @@ mod tests {
         };
         let (plain, ext) = (write(None).encode(5), write(Some(47_008)).encode(5));
         assert_eq!(plain[16..24], 47_108u64.to_le_bytes());
-        assert_eq!(plain[24], DataDist::File.to_byte());
-        assert_eq!(plain.len(), 25 + 2);
+        assert_eq!(
+            plain[24..28],
+            u32::from(DataDist::File.to_byte()).to_le_bytes()
+        );
         assert_eq!(ext[16..24], (47_108u64 | 1 << 63).to_le_bytes());
         assert_eq!(ext[24..28], 100u32.to_le_bytes());
-        assert_eq!(ext[28], DataDist::Io.to_byte());
+        assert_eq!(ext[28..32], u32::from(DataDist::Io.to_byte()).to_le_bytes());
+        // The data starts dword aligned (see `encode_head`).
+        assert_eq!((plain.len() - 2, ext.len() - 2), (28, 32));
         // The distribution must say what the offset says: an extent is I/O-based, and only
         // an extent is.
         let mut io_without_extent = plain.clone();
@@ -1955,9 +1963,11 @@ mod tests {
         let mut extent_of_blocks = ext.clone();
         extent_of_blocks[28] = DataDist::Block.to_byte();
         assert!(Request::decode(op::WRITE, &extent_of_blocks).is_err());
-        let mut unknown = plain.clone();
-        unknown[24] = 9;
-        assert!(Request::decode(op::WRITE, &unknown).is_err());
+        for (at, b) in [(24, 9), (25, 1)] {
+            let mut unknown = plain.clone();
+            unknown[at] = b;
+            assert!(Request::decode(op::WRITE, &unknown).is_err());
+        }
         assert_eq!(
             Request::decode(op::WRITE, &ext),
             Ok((5, write(Some(47_008))))
