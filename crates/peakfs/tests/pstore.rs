@@ -885,6 +885,16 @@ fn a_write_holds_its_file_to_the_distribution_it_was_placed_by() {
     let mut buf = [0u8; 20];
     assert_eq!(s.read(f.ino, 0, &mut buf).unwrap(), 11);
     assert_eq!(&buf[..11], b"file-based!");
+    // A directory holds no data, whatever a request says.
+    let d = s.create(1, b"d", DIR, 0, 0, Hint::default()).unwrap();
+    for layout in [None, Some(DataDistribution::File)] {
+        let r = match layout {
+            Some(l) => s.write_laid_out(d.ino, 0, None, b"x", l),
+            None => s.write(d.ino, 0, b"x"),
+        };
+        assert!(matches!(r, Err(PStoreError::Invalid(_))), "{r:?}");
+    }
+    assert_eq!(s.getattr(d.ino).unwrap().hint, Hint::default());
     // A slice without the inode holds the bytes of any distribution.
     let remote = 0xABCD_0000_0001;
     s.write_laid_out(remote, 0, Some(0), b"unit", DataDistribution::Io)

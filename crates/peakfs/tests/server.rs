@@ -12,7 +12,7 @@ use peakfs::client::{Caller, Client as LibClient, ClientOptions};
 use peakfs::config::{ControllerKind, MasterConfig, ServerConfig};
 use peakfs::master::{MasterHandle, fetch_view};
 use peakfs::placement::{DataDist, Hint, Layout, ROOT_INO, home_lambda, name_lambda};
-use peakfs::protocol::{Errno, Fate, MAX_IO, RenameFlags, Reply, Request, op};
+use peakfs::protocol::{Errno, Fate, MAX_IO, RenameFlags, Reply, Request, SetAttr, op};
 use peakfs::server::Server;
 use server_support::{Client, DIR, REG, assert_bytes, block_file, default_hint, pattern};
 
@@ -557,6 +557,31 @@ fn bad_frames_and_requests_get_errors_while_other_clients_keep_being_served() {
         remote(rpc.call(op::XFER, &[&(MAX_IO + 1).to_le_bytes()])),
         Errno::EINVAL.error_code()
     );
+    // A directory holds no data: a WRITE to the root is refused (EINVAL), and so is a commit
+    // naming a distribution (EISDIR); neither touches it.
+    let write = Request::Write {
+        ino: ROOT_INO,
+        offset: 0,
+        extent: None,
+        dist: DataDist::File,
+        data: b"x",
+    }
+    .encode(0);
+    assert_eq!(
+        remote(rpc.call(op::WRITE, &[&write])),
+        Errno::EINVAL.error_code()
+    );
+    let set = SetAttr {
+        extend_to: Some(1),
+        layout: Some(DataDist::File),
+        ..SetAttr::default()
+    };
+    let commit = Request::SetAttr { ino: ROOT_INO, set }.encode(0);
+    assert_eq!(
+        remote(rpc.call(op::SETATTR, &[&commit])),
+        Errno::EISDIR.error_code()
+    );
+    assert_eq!(good.getattr(ROOT_INO).unwrap(), root);
     // Echo works and the connection is still usable.
     assert_eq!(rpc.call(Opcode::ECHO, &[b"ping"]).unwrap().payload, b"ping");
 

@@ -2516,9 +2516,17 @@ impl PStore {
             Some(_) => Some(self.getattr(ino)?),
             None => None,
         };
-        if let (Some(i), Some(layout)) = (local.as_mut(), layout) {
-            // Logged with the size below.
-            i.hold_layout(layout)?;
+        if let Some(i) = local.as_mut() {
+            if i.is_dir() {
+                // Its hint is a default for new files, and its size no file's.
+                return Err(PStoreError::Invalid(format!(
+                    "inode {ino} is a directory: it holds no data"
+                )));
+            }
+            if let Some(layout) = layout {
+                // Logged with the size below.
+                i.hold_layout(layout)?;
+            }
         }
         // The blocks' device writes go out together: one wait for the device per request,
         // not one per block. A block's new run is mapped, and its old one freed, only once

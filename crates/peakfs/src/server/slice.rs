@@ -685,6 +685,12 @@ impl Slice {
             nlink: None,
         };
         if let Some(mut cur) = cur {
+            if set.layout.is_some() && is_dir_mode(cur.mode) {
+                return Err(err(
+                    Errno::EISDIR,
+                    format!("inode {ino} is a directory: no data was laid out for it"),
+                ));
+            }
             if let Some(layout) = set.layout
                 && cur.hold_layout(dist_to_store(layout)).map_err(fail)?
             {
