@@ -701,13 +701,31 @@ fn median_of_sorted(sorted: &[f64]) -> Option<f64> {
     }
 }
 
+/// The phase that makes the files phase `name` reads: an mdtest stat or remove phase's create
+/// phase, an IOR read phase's write phase.
+fn maker(name: &str) -> Option<String> {
+    if let Some(rest) = name
+        .strip_prefix("mdtest-stat-")
+        .or_else(|| name.strip_prefix("mdtest-remove-"))
+    {
+        return Some(format!("mdtest-create-{rest}"));
+    }
+    name.strip_suffix("-read")
+        .filter(|p| p.starts_with("ior-"))
+        .map(|p| format!("{p}-write"))
+}
+
 /// Whether phase `name` runs under the filter `only` (substrings of names; empty: all): the
-/// echo ceilings always, the transfer ceilings whenever an IOR phase runs.
+/// echo ceilings always, the transfer ceilings whenever an IOR phase runs, and the phase that
+/// makes a selected phase's files ([`maker`]).
 fn selected(name: &str, only: &[String]) -> bool {
     let picked = |n: &str| only.is_empty() || only.iter().any(|o| n.contains(o.as_str()));
     name.starts_with("echo")
         || picked(name)
         || (name.starts_with("xfer") && phases().iter().any(|p| p.starts_with("ior") && picked(p)))
+        || phases()
+            .iter()
+            .any(|p| picked(p) && maker(p).as_deref() == Some(name))
 }
 
 /// Runs phase `name` of iteration `iteration` in every worker process at once.
@@ -973,9 +991,104 @@ pub fn drive(
     Ok(records)
 }
 
+/// How far apart (of the fastest) a ceiling's iterations may run before
+/// [`unsteady_ceilings`] warns about it.
+pub const UNSTEADY_CEILING: f64 = 0.10;
+
+/// One line for each ceiling that fractions are taken against (`echo-sync`,
+/// `echo-pipelined`, `xfer-*`) whose iterations ran more than [`UNSTEADY_CEILING`] apart: on a
+/// host whose speed drifted, a phase's fraction says as much about the moment its ceiling was
+/// measured as about the phase. Measured on H200 hosts: one run's echo-sync iterations at
+/// 347 K and 455 K ops/s, its bigdir fractions 0.09-0.2 above the runs around it.
+pub fn unsteady_ceilings(records: &[BenchRecord]) -> Vec<String> {
+    let ceiling = |w: &str| matches!(w, "echo-sync" | "echo-pipelined") || w.starts_with("xfer");
+    records
+        .iter()
+        .filter(|r| ceiling(&r.workload))
+        .filter_map(|r| {
+            let get = |k: &str| r.extra.get(k).and_then(|v| v.as_f64());
+            let (lo, hi) = (get("iops_min")?, get("iops_max")?);
+            let apart = (hi - lo) / hi;
+            (apart > UNSTEADY_CEILING).then(|| {
+                format!(
+                    "ceiling {} ran {:.0} to {:.0} ops/s across iterations ({:.0} % apart): \
+                     the fractions against it are unsteady; run again or with more iterations",
+                    r.workload,
+                    lo,
+                    hi,
+                    apart * 100.0
+                )
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{files_owner, iteration_suffix, median_of_sorted};
+    use super::{
+        files_owner, iteration_suffix, median_of_sorted, phases, selected, unsteady_ceilings,
+    };
+    use common::bench::{BenchRecord, Engine};
+    use std::time::Duration;
+
+    #[test]
+    fn a_phase_brings_the_phase_that_makes_its_files() {
+        let run = |only: &[&str]| -> Vec<String> {
+            let only: Vec<String> = only.iter().map(|s| s.to_string()).collect();
+            phases()
+                .into_iter()
+                .filter(|p| !p.starts_with("echo") && selected(p, &only))
+                .collect()
+        };
+        assert_eq!(
+            run(&["mdtest-stat-empty-bigdir"]),
+            ["mdtest-create-empty-bigdir", "mdtest-stat-empty-bigdir"]
+        );
+        assert_eq!(
+            run(&["remove-3901-private"]),
+            ["mdtest-create-3901-private", "mdtest-remove-3901-private"]
+        );
+        assert_eq!(
+            run(&["ior-n1-read"]),
+            ["xfer-write", "xfer-read", "ior-n1-write", "ior-n1-read"]
+        );
+        assert_eq!(
+            run(&["create-empty-private"]),
+            ["mdtest-create-empty-private"]
+        );
+        assert_eq!(run(&[]).len(), phases().len() - 5);
+    }
+
+    #[test]
+    fn a_ceiling_whose_iterations_ran_far_apart_is_called_unsteady() {
+        let record = |w: &str, lo: f64, hi: f64| -> BenchRecord {
+            BenchRecord::new("peakfs", w, Engine::Cpu)
+                .ops(1000)
+                .duration(Duration::from_millis(1))
+                .extra("iops_min", lo)
+                .extra("iops_max", hi)
+                .finish()
+                .unwrap()
+        };
+        let records = [
+            record("echo-sync", 347_419.0, 455_008.0),
+            record("echo-pipelined", 4.7e6, 4.8e6),
+            record("xfer-write", 100.0, 130.0),
+            // Not a ceiling: its spread is the phase's own.
+            record("mdtest-stat-empty-bigdir", 285_931.0, 353_837.0),
+        ];
+        let warned = unsteady_ceilings(&records);
+        assert_eq!(warned.len(), 2, "{warned:?}");
+        assert!(warned[0].starts_with("ceiling echo-sync ran 347419 to 455008"));
+        assert!(warned[1].starts_with("ceiling xfer-write"));
+        // One iteration: nothing to compare.
+        let one = BenchRecord::new("peakfs", "echo-sync", Engine::Cpu)
+            .ops(1)
+            .duration(Duration::from_millis(1))
+            .finish()
+            .unwrap();
+        assert!(unsteady_ceilings(&[one]).is_empty());
+    }
 
     #[test]
     fn the_median_is_the_middle_value_or_the_mean_of_the_middle_two() {

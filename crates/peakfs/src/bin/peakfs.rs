@@ -81,7 +81,8 @@ enum Cmd {
         /// iteration (with its least and greatest in the JSON records).
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
         iterations: u16,
-        /// Run only phases whose name contains one of these (echo phases always run).
+        /// Run only phases whose name contains one of these (echo phases always run, and so
+        /// does the phase that makes a selected phase's files).
         #[arg(long)]
         only: Vec<String>,
         /// Directory of the run (default: /bench-PID).
@@ -412,6 +413,9 @@ fn main() -> Result<()> {
                 }
             }
             let records = records?;
+            for warning in peakfs::bench::unsteady_ceilings(&records) {
+                eprintln!("warning: {warning}");
+            }
             if common::bench::print_records(&records, *json) {
                 println!(
                     "{:<34} {:>12} {:>12} {:>12} {:>8} {:>8} {:>8}",
