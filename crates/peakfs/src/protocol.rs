@@ -62,6 +62,14 @@ pub const ATTR_BYTES: usize = 72;
 /// stay below 2^63, so the bit is free.
 const EXTENT_FLAG: u64 = 1 << 63;
 
+/// The version of the pRPC request and reply layouts, raised with every change to them. The
+/// frames themselves carry fabric's version; this one goes through the master: a server of
+/// another version is refused registration, and a client of another version refuses the
+/// cluster view, since a request of one layout read by the other may not fail to decode (a
+/// WRITE of version 1 read as version 2 would take 4 data bytes for its distribution).
+/// 2: WRITE and SETATTR name the distribution their bytes were placed by.
+pub const PROTOCOL: u32 = 2;
+
 /// pRPC opcodes.
 pub mod op {
     use fabric::Opcode;

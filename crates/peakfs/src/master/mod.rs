@@ -15,6 +15,7 @@ use tonic::{Request, Response, Status};
 
 use crate::config::{ConfigError, MasterConfig};
 use crate::placement::{Hint, ROOT_INO};
+use crate::protocol::PROTOCOL;
 
 /// The generated gRPC types and stubs of `proto/master.proto`.
 #[allow(missing_docs, missing_debug_implementations, clippy::all)]
@@ -80,6 +81,13 @@ impl Master for MasterService {
         request: Request<RegisterRequest>,
     ) -> Result<Response<RegisterReply>, Status> {
         let req = request.into_inner();
+        if req.protocol != PROTOCOL {
+            return Err(Status::failed_precondition(format!(
+                "server speaks pRPC version {}, this master {PROTOCOL}: run one PeakFS \
+                 version on every host",
+                req.protocol
+            )));
+        }
         if req.data_addr.is_empty() || req.workers == 0 {
             return Err(Status::invalid_argument(format!(
                 "register needs a data address and workers > 0 (got {:?}, {})",
@@ -204,6 +212,7 @@ impl Master for MasterService {
             root_ino: ROOT_INO,
             default_hint: u32::from(self.hint.to_byte()),
             block_size: self.cfg.block_size,
+            protocol: PROTOCOL,
         }))
     }
 }
@@ -322,6 +331,7 @@ pub fn fetch_view(uri: &str, wait: Duration) -> anyhow::Result<ClusterView> {
                 )
             };
             match attempt.await {
+                Ok(view) if view.protocol != PROTOCOL => return Err(other_version(uri, &view)),
                 Ok(view) if view.ready => return Ok(view),
                 Ok(_) if Instant::now() >= deadline => {
                     anyhow::bail!("cluster not ready in {wait:?}")
@@ -333,9 +343,47 @@ pub fn fetch_view(uri: &str, wait: Duration) -> anyhow::Result<ClusterView> {
     })
 }
 
+/// Why a client does not connect to the cluster of `view`, whose servers speak another pRPC
+/// version.
+fn other_version(uri: &str, view: &ClusterView) -> anyhow::Error {
+    anyhow::anyhow!(
+        "the cluster at {uri} speaks pRPC version {}, this client {PROTOCOL}: run one PeakFS \
+         version on every host",
+        view.protocol
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn only_servers_and_clients_of_the_master_s_protocol_version_join() {
+        let m = MasterService::new(MasterConfig {
+            servers: 1,
+            ..Default::default()
+        })
+        .unwrap();
+        for old in [0, PROTOCOL - 1, PROTOCOL + 1] {
+            let mut r = reg("a:1", 2, -1);
+            r.get_mut().protocol = old;
+            let refused = m.register(r).await.unwrap_err();
+            assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
+            assert!(refused.message().contains("pRPC version"), "{refused:?}");
+        }
+        m.register(reg("a:1", 2, -1)).await.unwrap();
+        let mut view = m
+            .get_cluster_view(Request::new(ClusterViewRequest {}))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!((view.ready, view.protocol), (true, PROTOCOL));
+        // A view from a master of another version (0: one from before the field) is refused.
+        view.protocol = 0;
+        let e = other_version("http://m:1", &view).to_string();
+        let says = format!("speaks pRPC version 0, this client {PROTOCOL}");
+        assert!(e.contains(&says), "{e}");
+    }
 
     fn reg(addr: &str, workers: u32, index: i64) -> Request<RegisterRequest> {
         Request::new(RegisterRequest {
@@ -343,6 +391,7 @@ mod tests {
             workers,
             capacity_bytes: 1 << 30,
             index,
+            protocol: PROTOCOL,
         })
     }
 

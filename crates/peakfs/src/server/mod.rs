@@ -18,6 +18,7 @@ use crate::config::{ConfigError, ServerConfig};
 use crate::master::proto::master_client::MasterClient;
 use crate::master::proto::{RegisterReply, RegisterRequest, ReportRequest};
 use crate::placement::{Hint, Layout, PlacementError};
+use crate::protocol::PROTOCOL;
 use ringsched::{RingSched, SchedConfig, SchedError, UsageTotals};
 use slice::{Slice, hint_to_store};
 use storage::{Storage, StorageError};
@@ -82,6 +83,7 @@ impl Server {
             workers: cfg.workers,
             capacity_bytes: storage.capacity(),
             index: storage.existing().map_or(-1, |sb| i64::from(sb.index)),
+            protocol: PROTOCOL,
         };
         let reply = rt.block_on(register(&uri, req.clone(), REGISTER_TIMEOUT))?;
         let layout = Layout::new(reply.servers, cfg.workers, reply.block_size)?;
