@@ -8,7 +8,7 @@ use std::sync::Arc;
 use gpu_nvme::controller::file::{FileController, FileControllerConfig};
 use gpu_nvme::device::{DeviceConfig, NvmeDevice};
 use peakfs::pstore::inode::{DataDistribution, Hint};
-use peakfs::pstore::zone::{KeyedPages, LateBytes, WriteBehind, Zone, ZoneError};
+use peakfs::pstore::zone::{KeyedPages, LateBytes, WriteBehind, Zone, ZoneError, ZoneTransfers};
 use peakfs::pstore::{NewInode, PStore, PStoreConfig, PStoreError, Relink, SetAttr, Unlinked};
 use proptest::prelude::*;
 use pstore_support::{
@@ -1655,25 +1655,45 @@ fn long_runs_move_alike_through_slots_and_direct_transfers_from_any_buffer() {
     let mut through_slots = vec![0u8; data.len()];
     zone.read(0, &mut through_slots).unwrap();
     assert!(through_slots == data, "bounce-slot read");
+    let both = data.len() as u64 * 2;
+    assert_eq!(
+        zone.transfers(),
+        ZoneTransfers {
+            direct: 0,
+            copied: both
+        }
+    );
     dev.enable_direct_host_dma();
     let mut direct = vec![0u8; data.len()];
     zone.read(0, &mut direct).unwrap();
     assert!(direct == data, "direct read");
-    // A buffer that is not dword aligned cannot be named by PRPs: it goes through the slots.
+    // A buffer that is not dword aligned cannot be named by PRPs: it goes through the slots,
+    // and the zone's counts say so.
     let mut odd = vec![0u8; data.len() + 1];
     zone.read(0, &mut odd[1..]).unwrap();
     assert!(odd[1..] == data[..], "unaligned read");
+    let len = data.len() as u64;
+    assert_eq!(
+        zone.clone().transfers(),
+        ZoneTransfers {
+            direct: len,
+            copied: both + len
+        }
+    );
     // From the middle of the zone, across a direct command's boundary.
     let mut mid = vec![0u8; 300 * 4096];
     zone.read(200, &mut mid).unwrap();
     assert!(mid == data[200 * 4096..500 * 4096], "read from page 200");
-    // Direct writes (an aligned run over two direct commands) and writes through the slots
-    // (an unaligned one) land alike.
+    // An aligned run over two direct commands and an unaligned one, written in one call,
+    // land alike.
     let new: Vec<u8> = data.iter().map(|b| b ^ 0x5A).collect();
     let mut odd_new = vec![0u8; 100 * 4096 + 1];
     odd_new[1..].copy_from_slice(&new[500 * 4096..600 * 4096]);
+    let before = zone.transfers();
     zone.write_runs(&[(10, &new[10 * 4096..310 * 4096]), (500, &odd_new[1..])])
         .unwrap();
+    // One buffer off alignment sends the whole call through the slots.
+    assert_eq!(zone.transfers().copied - before.copied, 400 * 4096);
     zone.read(0, &mut direct).unwrap();
     for (p, (got, want)) in direct.chunks(4096).zip(data.chunks(4096)).enumerate() {
         let rewritten = (10..310).contains(&p) || (500..600).contains(&p);

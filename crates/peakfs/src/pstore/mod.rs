@@ -65,7 +65,7 @@ use inode::{DataDistribution, Hint, INODE_BYTES, Inode, InodeError};
 use pdata::{BlockKeys, BlockWrite, PData, ReadPlan};
 use table::{BlockTable, InodeIndex, PageRun};
 use wal::{MAX_RECORD, Record, Wal};
-use zone::{KeyedPages, LateBytes, PAGE, WriteBehind, Zone, ZoneError};
+use zone::{KeyedPages, LateBytes, PAGE, WriteBehind, Zone, ZoneError, ZoneTransfers};
 
 const SB_MAGIC: u64 = u64::from_le_bytes(*b"PSTORE02");
 /// Inodes of one inode block (one Icache block).
@@ -498,6 +498,8 @@ pub struct PStoreStats {
     pub inode_table_room: u64,
     /// Icache counters.
     pub icache: IcacheStats,
+    /// What the zone's synchronous reads and writes moved, direct or copied.
+    pub transfers: ZoneTransfers,
 }
 
 /// The times checkpoints held their caller, by kind of stop: the longest of each, and all of
@@ -2714,6 +2716,7 @@ impl PStore {
                 .as_ref()
                 .map_or(0, CheckpointJob::pieces_in_flight),
             icache: self.icache.stats(),
+            transfers: self.zone.transfers(),
         }
     }
 

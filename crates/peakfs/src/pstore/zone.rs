@@ -15,6 +15,7 @@
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use gpu_nvme::device::{DeviceError, HostQueueHandle, NvmeDevice};
@@ -214,11 +215,26 @@ impl WriteBehind {
     }
 }
 
+/// Bytes [`Zone::read_runs`] and [`Zone::write_runs`] moved (a zone and its clones), by
+/// path: the controller straight to or from the caller's buffer, or a copy through bounce
+/// slots or the device's shared queues. A data path that should be direct and is not (a
+/// buffer off dword alignment, as a WRITE whose fields left its data at an odd offset) shows
+/// here and nowhere else: the bytes land alike.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ZoneTransfers {
+    /// Bytes the controller moved straight to or from the caller's buffers.
+    pub direct: u64,
+    /// Bytes copied through bounce slots or the shared queues.
+    pub copied: u64,
+}
+
 /// A page-addressed range of a namespace.
 #[derive(Debug, Clone)]
 pub struct Zone {
     dev: Arc<NvmeDevice>,
     queue: Option<usize>,
+    /// [`ZoneTransfers`]: direct, copied.
+    moved: Arc<[AtomicU64; 2]>,
     /// The queue of [`WriteBehind`] batches.
     behind: Option<usize>,
     first_lba: u64,
@@ -264,6 +280,7 @@ impl Zone {
         Ok(Self {
             dev,
             queue,
+            moved: Arc::default(),
             behind: None,
             first_lba,
             lbas_per_page,
@@ -306,6 +323,18 @@ impl Zone {
         Ok(self.first_lba + page * self.lbas_per_page)
     }
 
+    /// What [`Self::read_runs`] and [`Self::write_runs`] moved, by path.
+    pub fn transfers(&self) -> ZoneTransfers {
+        ZoneTransfers {
+            direct: self.moved[0].load(Ordering::Relaxed),
+            copied: self.moved[1].load(Ordering::Relaxed),
+        }
+    }
+
+    fn count(&self, direct: bool, bytes: usize) {
+        self.moved[usize::from(!direct)].fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
     /// Reads whole pages from `page`. Through the worker's own queue the controller writes
     /// straight into `buf` when the device allows direct transfers and `buf` is dword aligned
     /// (one command per [`DIRECT_CHUNK`], no bounce slot, no copy); otherwise through bounce
@@ -327,8 +356,11 @@ impl Zone {
         let aligned = by_lba
             .iter()
             .all(|(_, b)| (b.as_ptr() as usize).is_multiple_of(4));
-        match self.queue.and_then(|q| self.dev.host_queue(q)) {
-            Some(h) if self.dev.direct_host_dma() && aligned => {
+        let host = self.queue.and_then(|q| self.dev.host_queue(q));
+        let direct = host.is_some() && self.dev.direct_host_dma() && aligned;
+        self.count(direct, by_lba.iter().map(|(_, b)| b.len()).sum());
+        match host {
+            Some(h) if direct => {
                 let mut reqs: Vec<(u64, &mut [u8])> = by_lba
                     .iter_mut()
                     .flat_map(|(lba, buf)| {
@@ -370,8 +402,11 @@ impl Zone {
         let aligned = by_lba
             .iter()
             .all(|(_, b)| (b.as_ptr() as usize).is_multiple_of(4));
-        match self.queue.and_then(|q| self.dev.host_queue(q)) {
-            Some(h) if self.dev.direct_host_dma() && aligned => {
+        let host = self.queue.and_then(|q| self.dev.host_queue(q));
+        let direct = host.is_some() && self.dev.direct_host_dma() && aligned;
+        self.count(direct, by_lba.iter().map(|(_, b)| b.len()).sum());
+        match host {
+            Some(h) if direct => {
                 let reqs: Vec<(u64, &[u8])> = by_lba
                     .iter()
                     .flat_map(|&(lba, buf)| {

@@ -789,6 +789,10 @@ impl Worker {
                         icache_write_backs = served.icache.write_backs,
                         icache_copied_in_flight = served.icache.copied_in_flight,
                         icache_misses = served.icache.misses,
+                        // Data the controller took from or put into requests' own buffers,
+                        // and data copied through bounce slots.
+                        direct_mib = served.transfers.direct >> 20,
+                        copied_mib = served.transfers.copied >> 20,
                         settle_max_us_ms_stalls_ms = self.settle_work.line(),
                         pump_max_us_ms_stalls_ms = self.pump_work.line(),
                         frames = self.frames,
