@@ -357,13 +357,24 @@ fn other_version(uri: &str, view: &ClusterView) -> anyhow::Error {
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn only_servers_and_clients_of_the_master_s_protocol_version_join() {
-        let m = MasterService::new(MasterConfig {
-            servers: 1,
+    fn master(servers: u32) -> MasterService {
+        MasterService::new(MasterConfig {
+            servers,
             ..Default::default()
         })
-        .unwrap();
+        .unwrap()
+    }
+
+    async fn view_of(m: &MasterService) -> ClusterView {
+        m.get_cluster_view(Request::new(ClusterViewRequest {}))
+            .await
+            .unwrap()
+            .into_inner()
+    }
+
+    #[tokio::test]
+    async fn only_servers_and_clients_of_the_master_s_protocol_version_join() {
+        let m = master(1);
         for old in [0, PROTOCOL - 1, PROTOCOL + 1] {
             let mut r = reg("a:1", 2, -1);
             r.get_mut().protocol = old;
@@ -372,11 +383,7 @@ mod tests {
             assert!(refused.message().contains("pRPC version"), "{refused:?}");
         }
         m.register(reg("a:1", 2, -1)).await.unwrap();
-        let mut view = m
-            .get_cluster_view(Request::new(ClusterViewRequest {}))
-            .await
-            .unwrap()
-            .into_inner();
+        let mut view = view_of(&m).await;
         assert_eq!((view.ready, view.protocol), (true, PROTOCOL));
         // A view from a master of another version (0: one from before the field) is refused.
         view.protocol = 0;
@@ -397,17 +404,8 @@ mod tests {
 
     #[tokio::test]
     async fn clients_are_numbered_consecutively_by_the_ready_views_they_get() {
-        let m = MasterService::new(MasterConfig {
-            servers: 1,
-            ..Default::default()
-        })
-        .unwrap();
-        let view = || async {
-            m.get_cluster_view(Request::new(ClusterViewRequest {}))
-                .await
-                .unwrap()
-                .into_inner()
-        };
+        let m = master(1);
+        let view = || view_of(&m);
         // Polls before the cluster is ready use up no number.
         for _ in 0..3 {
             assert!(!view().await.ready);
@@ -422,16 +420,8 @@ mod tests {
 
     #[tokio::test]
     async fn registration_keeps_a_stable_order_and_rejects_conflicts() {
-        let m = MasterService::new(MasterConfig {
-            servers: 2,
-            ..Default::default()
-        })
-        .unwrap();
-        let view = m
-            .get_cluster_view(Request::new(ClusterViewRequest {}))
-            .await
-            .unwrap();
-        assert!(!view.get_ref().ready);
+        let m = master(2);
+        assert!(!view_of(&m).await.ready);
         assert_eq!(
             m.register(reg("a:1", 2, -1)).await.unwrap().get_ref().index,
             0
@@ -461,11 +451,7 @@ mod tests {
             m.register(reg("c:1", 3, 1)).await.unwrap_err().code(),
             tonic::Code::FailedPrecondition
         );
-        let view = m
-            .get_cluster_view(Request::new(ClusterViewRequest {}))
-            .await
-            .unwrap()
-            .into_inner();
+        let view = view_of(&m).await;
         assert!(view.ready);
         assert_eq!(
             view.servers
@@ -483,12 +469,7 @@ mod tests {
         }))
         .await
         .unwrap();
-        let view = m
-            .get_cluster_view(Request::new(ClusterViewRequest {}))
-            .await
-            .unwrap()
-            .into_inner();
-        assert_eq!(view.servers[1].used_bytes, 5);
+        assert_eq!(view_of(&m).await.servers[1].used_bytes, 5);
         let r = m
             .report(Request::new(ReportRequest {
                 index: 7,
