@@ -999,7 +999,7 @@ pub const UNSTEADY_CEILING: f64 = 0.10;
 /// `echo-pipelined`, `xfer-*`) whose iterations ran more than [`UNSTEADY_CEILING`] apart: on a
 /// host whose speed drifted, a phase's fraction says as much about the moment its ceiling was
 /// measured as about the phase. Measured on H200 hosts: one run's echo-sync iterations at
-/// 347 K and 455 K ops/s, its bigdir fractions 0.09-0.2 above the runs around it.
+/// 347 K and 455 K ops/s, its bigdir fractions 0.06-0.2 above those of the runs around it.
 pub fn unsteady_ceilings(records: &[BenchRecord]) -> Vec<String> {
     let ceiling = |w: &str| matches!(w, "echo-sync" | "echo-pipelined") || w.starts_with("xfer");
     records
