@@ -722,10 +722,9 @@ fn selected(name: &str, only: &[String]) -> bool {
     let picked = |n: &str| only.is_empty() || only.iter().any(|o| n.contains(o.as_str()));
     name.starts_with("echo")
         || picked(name)
-        || (name.starts_with("xfer") && phases().iter().any(|p| p.starts_with("ior") && picked(p)))
-        || phases()
-            .iter()
-            .any(|p| picked(p) && maker(p).as_deref() == Some(name))
+        || phases().iter().filter(|p| picked(p)).any(|p| {
+            (name.starts_with("xfer") && p.starts_with("ior")) || maker(p).as_deref() == Some(name)
+        })
 }
 
 /// Runs phase `name` of iteration `iteration` in every worker process at once.

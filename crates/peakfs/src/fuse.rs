@@ -226,12 +226,19 @@ impl PeakFuse {
         Ok(mode_without_set_id_bits(self.client().getattr(ino)?.mode))
     }
 
-    /// Carries out what a set or remove of a hint attribute asks of `ino`, or answers why not
-    /// (and logs it: the caller sees only the errno).
-    fn change_hint(&self, ino: u64, change: Result<Change, XattrError>, reply: ReplyEmpty) {
-        let r = change
-            .map_err(ClientError::from)
-            .and_then(|change| xattr::apply(&mut self.client(), ino, change));
+    /// Carries out what a set or remove of a hint attribute asks of `ino` (`change`, from its
+    /// attributes), or answers why not (and logs it: the caller sees only the errno).
+    fn change_hint(
+        &self,
+        ino: u64,
+        change: impl FnOnce(&Attr) -> Result<Change, XattrError>,
+        reply: ReplyEmpty,
+    ) {
+        let mut c = self.client();
+        let r = c.getattr(ino).and_then(|a| {
+            let change = change(&a).map_err(ClientError::from)?;
+            xattr::apply(&mut c, ino, change)
+        });
         match r {
             Err(ClientError::Refused { errno, message }) => {
                 tracing::info!("extended attribute refused: {message}");
@@ -649,12 +656,8 @@ impl fuser::Filesystem for PeakFuse {
         let Some(attr) = HintAttr::from_name(name.as_bytes()) else {
             return reply.error(Errno::ENOTSUP);
         };
-        let a = match self.client().getattr(ino.0) {
-            Ok(a) => a,
-            Err(e) => return reply.error(errno(&e)),
-        };
-        let change = xattr::set(attr, &a, value, SetFlags::from_bits(flags));
-        self.change_hint(ino.0, change, reply);
+        let flags = SetFlags::from_bits(flags);
+        self.change_hint(ino.0, |a| xattr::set(attr, a, value, flags), reply);
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
@@ -683,11 +686,7 @@ impl fuser::Filesystem for PeakFuse {
         let Some(attr) = HintAttr::from_name(name.as_bytes()) else {
             return reply.error(Errno::ENODATA);
         };
-        let a = match self.client().getattr(ino.0) {
-            Ok(a) => a,
-            Err(e) => return reply.error(errno(&e)),
-        };
-        self.change_hint(ino.0, xattr::remove(attr, &a), reply);
+        self.change_hint(ino.0, |a| xattr::remove(attr, a), reply);
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {

@@ -331,8 +331,22 @@ impl Zone {
         }
     }
 
-    fn count(&self, direct: bool, bytes: usize) {
+    /// The worker's own queue, if it has one, and whether `bufs` go over it directly: the
+    /// device allows direct transfers and every buffer is dword aligned (PRPs name dwords).
+    /// Counts their bytes on that path ([`Self::transfers`]).
+    fn path<'b>(
+        &self,
+        bufs: impl Iterator<Item = &'b [u8]> + Clone,
+    ) -> (Option<HostQueueHandle<'_>>, bool) {
+        let host = self.queue.and_then(|q| self.dev.host_queue(q));
+        let direct = host.is_some()
+            && self.dev.direct_host_dma()
+            && bufs
+                .clone()
+                .all(|b| (b.as_ptr() as usize).is_multiple_of(4));
+        let bytes: usize = bufs.map(<[u8]>::len).sum();
         self.moved[usize::from(!direct)].fetch_add(bytes as u64, Ordering::Relaxed);
+        (host, direct)
     }
 
     /// Reads whole pages from `page`. Through the worker's own queue the controller writes
@@ -353,12 +367,7 @@ impl Zone {
         if by_lba.is_empty() {
             return Ok(());
         }
-        let aligned = by_lba
-            .iter()
-            .all(|(_, b)| (b.as_ptr() as usize).is_multiple_of(4));
-        let host = self.queue.and_then(|q| self.dev.host_queue(q));
-        let direct = host.is_some() && self.dev.direct_host_dma() && aligned;
-        self.count(direct, by_lba.iter().map(|(_, b)| b.len()).sum());
+        let (host, direct) = self.path(by_lba.iter().map(|(_, b)| &b[..]));
         match host {
             Some(h) if direct => {
                 let mut reqs: Vec<(u64, &mut [u8])> = by_lba
@@ -399,12 +408,7 @@ impl Zone {
         if by_lba.is_empty() {
             return Ok(());
         }
-        let aligned = by_lba
-            .iter()
-            .all(|(_, b)| (b.as_ptr() as usize).is_multiple_of(4));
-        let host = self.queue.and_then(|q| self.dev.host_queue(q));
-        let direct = host.is_some() && self.dev.direct_host_dma() && aligned;
-        self.count(direct, by_lba.iter().map(|(_, b)| b.len()).sum());
+        let (host, direct) = self.path(by_lba.iter().map(|(_, b)| &b[..]));
         match host {
             Some(h) if direct => {
                 let reqs: Vec<(u64, &[u8])> = by_lba
