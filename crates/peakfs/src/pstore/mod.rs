@@ -1121,8 +1121,9 @@ impl PStore {
             wal_seq: 1,
             wal_offset: 0,
         };
-        // Both superblock copies are replaced so that an older format cannot win.
-        zone.write(0, &[0u8; 2 * PAGE])?;
+        // Both superblock copies are replaced so that an older format cannot win (from the
+        // heap: a constant's odd address would send it through a bounce slot).
+        zone.write(0, &vec![0u8; 2 * PAGE])?;
         let mut s = Self::assemble(
             zone,
             sb,

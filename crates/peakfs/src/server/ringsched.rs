@@ -221,6 +221,8 @@ struct Usage {
     capacity: AtomicU64,
     used: AtomicU64,
     inodes: AtomicU64,
+    direct_bytes: AtomicU64,
+    copied_bytes: AtomicU64,
 }
 
 /// Per-worker state other threads read: sleeping flag and usage.
@@ -269,6 +271,11 @@ pub struct UsageTotals {
     pub requests: u64,
     /// Requests forwarded to another worker.
     pub forwarded: u64,
+    /// Data bytes the controller moved straight to or from request and reply buffers
+    /// (`ZoneTransfers::direct`; as of the workers' last usage update).
+    pub direct_bytes: u64,
+    /// Data bytes copied through bounce slots instead (`ZoneTransfers::copied`).
+    pub copied_bytes: u64,
 }
 
 impl RingSched {
@@ -462,6 +469,8 @@ impl UsageSource {
             u.inodes += s.usage.inodes.load(Ordering::Relaxed);
             u.requests += s.requests.load(Ordering::Relaxed);
             u.forwarded += s.forwarded.load(Ordering::Relaxed);
+            u.direct_bytes += s.usage.direct_bytes.load(Ordering::Relaxed);
+            u.copied_bytes += s.usage.copied_bytes.load(Ordering::Relaxed);
         }
         u
     }
@@ -743,11 +752,13 @@ impl Worker {
             self.flush_overflow();
             self.wake_pushed();
             if last_usage.elapsed() >= USAGE_EVERY {
-                let (cap, used, inodes) = self.slice.usage();
+                let s = self.slice.usage();
                 let u = &self.shared[self.me].usage;
-                u.capacity.store(cap, Ordering::Relaxed);
-                u.used.store(used, Ordering::Relaxed);
-                u.inodes.store(inodes, Ordering::Relaxed);
+                u.capacity.store(s.capacity, Ordering::Relaxed);
+                u.used.store(s.used, Ordering::Relaxed);
+                u.inodes.store(s.inodes, Ordering::Relaxed);
+                u.direct_bytes.store(s.transfers.direct, Ordering::Relaxed);
+                u.copied_bytes.store(s.transfers.copied, Ordering::Relaxed);
                 last_usage = Instant::now();
             }
             if stopping {

@@ -14,6 +14,7 @@ use crate::protocol::{
 };
 use crate::pstore::inode::{DataDistribution, Hint as StoreHint, Inode};
 use crate::pstore::table::U64Set;
+use crate::pstore::zone::ZoneTransfers;
 use crate::pstore::{self, NewInode, PStore, PStoreError, Relink};
 
 /// Most entries one READDIR reply carries.
@@ -772,11 +773,30 @@ impl Slice {
         Ok(attr(&i))
     }
 
-    /// Bytes of data held and the inodes here, for the master's usage report.
-    pub fn usage(&self) -> (u64, u64, u64) {
+    /// Bytes of data held and the inodes here, for the master's usage report, and the data
+    /// the zone moved direct and through bounce slots.
+    pub fn usage(&self) -> SliceUsage {
         let s = self.store.stats();
-        (s.data_pages * 4096, s.pages_used * 4096, s.inodes)
+        SliceUsage {
+            capacity: s.data_pages * 4096,
+            used: s.pages_used * 4096,
+            inodes: s.inodes,
+            transfers: s.transfers,
+        }
     }
+}
+
+/// What [`Slice::usage`] reports.
+#[derive(Debug, Clone, Copy)]
+pub struct SliceUsage {
+    /// Bytes of data pages.
+    pub capacity: u64,
+    /// Bytes of data pages in use.
+    pub used: u64,
+    /// Inodes.
+    pub inodes: u64,
+    /// Data the zone moved, by path.
+    pub transfers: ZoneTransfers,
 }
 
 fn now_ns() -> i64 {
