@@ -26,7 +26,7 @@ use fuser::{
     ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
-use crate::client::{Caller, Client, ClientError, Entry, mode_without_set_id_bits};
+use crate::client::{Caller, Client, ClientError, Entry};
 use crate::protocol::{Attr, SetAttr};
 use crate::xattr::{self, Change, HintAttr, SetFlags, XattrError};
 
@@ -220,12 +220,6 @@ impl PeakFuse {
         Ok((who, sgid))
     }
 
-    /// The permission bits of `ino` without the set-ID bits a change of owner or a truncate
-    /// drops; None when there are none to drop.
-    fn kept_mode(&self, ino: u64) -> Result<Option<u32>, ClientError> {
-        Ok(mode_without_set_id_bits(self.client().getattr(ino)?.mode))
-    }
-
     /// Carries out what a set or remove of a hint attribute asks of `ino` (`change`, from its
     /// attributes), or answers why not (and logs it: the caller sees only the errno).
     fn change_hint(
@@ -304,17 +298,12 @@ impl fuser::Filesystem for PeakFuse {
         reply: ReplyAttr,
     ) {
         // A change of owner drops the set-ID bits, and so does a truncate by anyone but root
-        // (FUSE_HANDLE_KILLPRIV_V2; the kernel's own flag for it does not reach us).
+        // (FUSE_HANDLE_KILLPRIV_V2; the kernel's own flag for it does not reach us): the home
+        // slice drops them from the mode it holds, unless a mode is given.
         let kill = uid.is_some() || gid.is_some() || (size.is_some() && req.uid() != 0);
-        let mode = match mode {
-            None if kill => match self.kept_mode(ino.0) {
-                Ok(m) => m,
-                Err(e) => return reply.error(errno(&e)),
-            },
-            m => m.map(|m| m & 0o7777),
-        };
         let set = SetAttr {
-            mode,
+            mode: mode.map(|m| m & 0o7777),
+            drop_set_id: kill && mode.is_none(),
             uid,
             gid,
             size,

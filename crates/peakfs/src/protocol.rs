@@ -68,7 +68,8 @@ const EXTENT_FLAG: u64 = 1 << 63;
 /// cluster view, since a request of one layout read by the other may not fail to decode (a
 /// WRITE of version 1 read as version 2 would take 4 data bytes for its distribution).
 /// 2: WRITE and SETATTR name the distribution their bytes were placed by.
-pub const PROTOCOL: u32 = 2;
+/// 3: WRITE and SETATTR carry [`Request::Write::drop_set_id`].
+pub const PROTOCOL: u32 = 3;
 
 /// pRPC opcodes.
 pub mod op {
@@ -393,6 +394,9 @@ pub struct SetAttr {
     pub atime_ns: Option<i64>,
     /// New modification time.
     pub mtime_ns: Option<i64>,
+    /// Drop the set-ID bits of the mode held here (after `mode`, if given), as a write by a
+    /// caller without CAP_FSETID does: a commit of such writes to other slices.
+    pub drop_set_id: bool,
     /// Added to the link count, which stays at least 1 (2 for a directory); ENOENT for an
     /// inode without links. A client adjusts a directory whose inode is on another slice
     /// than a changed sub-directory entry, and raises a file's count before a hard link on
@@ -692,6 +696,12 @@ pub enum Request<'a> {
         /// size takes it, one with a size laid out otherwise refuses the write (EIO), since
         /// its readers would look for these bytes elsewhere.
         dist: DataDist,
+        /// The writer's writes drop the file's set-ID bits (a caller without CAP_FSETID,
+        /// FUSE_WRITE_KILL_SUIDGID): the home slice drops them from the mode it holds as it
+        /// takes the write, whatever mode the writer last saw. Other slices hold no inode;
+        /// the commit's SETATTR carries it home for the bytes they took
+        /// ([`SetAttr::drop_set_id`]).
+        drop_set_id: bool,
         /// The bytes (the rest of the payload).
         data: &'a [u8],
     },
@@ -860,8 +870,9 @@ impl<'a> Request<'a> {
                 put_u64(w, set.atime_ns.unwrap_or(0) as u64);
                 put_u64(w, set.mtime_ns.unwrap_or(0) as u64);
                 w.extend_from_slice(&set.nlink_delta.unwrap_or(0).to_le_bytes());
-                // The mask is full: 0 for none, else 1 + the distribution's byte.
+                // The mask is full: 0 for none, else 1 + the distribution's byte; then flags.
                 w.push(set.layout.map_or(0, |d| 1 + d.to_byte()));
+                w.push(u8::from(set.drop_set_id));
             }
             Request::ReadDir { pino, max, after } => {
                 put_u64(w, pino);
@@ -916,14 +927,16 @@ impl<'a> Request<'a> {
                 offset,
                 extent,
                 dist,
+                drop_set_id,
                 ..
             } => {
                 put_u64(w, ino);
                 put_extent(w, offset, extent);
-                // Four bytes, not one: the data after them stays dword aligned in the
-                // server's receive buffer, which lets the controller take it straight from
-                // there (`Zone::write_runs`) instead of through a bounce slot.
-                put_u32(w, dist.to_byte().into());
+                // Four bytes (distribution, flags, two zero bytes), not two: the data after
+                // them stays dword aligned in the server's receive buffer, which lets the
+                // controller take it straight from there (`Zone::write_runs`) instead of
+                // through a bounce slot.
+                w.extend_from_slice(&[dist.to_byte(), u8::from(drop_set_id), 0, 0]);
             }
             Request::Read {
                 ino,
@@ -1015,6 +1028,7 @@ impl<'a> Request<'a> {
                     0 => None,
                     b => Some(DataDist::from_byte(b - 1)?),
                 };
+                let drop_set_id = r.flags("setattr flags", 1)? != 0;
                 Request::SetAttr {
                     ino,
                     set: SetAttr {
@@ -1027,6 +1041,7 @@ impl<'a> Request<'a> {
                         mtime_ns: on(6).then_some(mtime),
                         nlink_delta: on(7).then_some(nlink_delta),
                         layout,
+                        drop_set_id,
                     },
                 }
             }
@@ -1104,15 +1119,22 @@ impl<'a> Request<'a> {
             op::WRITE => {
                 let ino = r.u64("ino")?;
                 let (offset, extent) = get_extent(&mut r)?;
-                let b = r.u32("dist")?;
-                let dist = u8::try_from(b)
+                let b = r.u8("dist")?;
+                let dist = DataDist::from_byte(b)
                     .ok()
-                    .and_then(|b| DataDist::from_byte(b).ok())
                     .filter(|d| extent.is_some() == (*d == DataDist::Io))
                     .ok_or(ProtoError::BadValue {
                         field: "dist",
                         value: b.into(),
                     })?;
+                let drop_set_id = r.flags("write flags", 1)? != 0;
+                let zero = r.u16("write reserved")?;
+                if zero != 0 {
+                    return Err(ProtoError::BadValue {
+                        field: "write reserved",
+                        value: zero.into(),
+                    });
+                }
                 let data = r.rest();
                 check_range(offset, data.len() as u64)?;
                 check_extent(offset, data.len() as u64, extent)?;
@@ -1121,6 +1143,7 @@ impl<'a> Request<'a> {
                     offset,
                     extent,
                     dist,
+                    drop_set_id,
                     data,
                 }
             }
@@ -1518,7 +1541,7 @@ mod tests {
         Close(u64),
         IoUnit(u64, u32),
         SetHint(u64, Option<DataDist>, Option<u32>),
-        Write(u64, u64, Option<u64>, bool, Vec<u8>),
+        Write(u64, u64, Option<u64>, bool, bool, Vec<u8>),
         Read(u64, u64, u32, Option<u64>),
         Fsync(u64),
         Truncate(u64, u64),
@@ -1587,7 +1610,7 @@ mod tests {
                     data: *d,
                     io_unit: *u,
                 },
-                Owned::Write(i, o, e, file, d) => Request::Write {
+                Owned::Write(i, o, e, file, drop_set_id, d) => Request::Write {
                     ino: *i,
                     offset: *o,
                     extent: *e,
@@ -1596,6 +1619,7 @@ mod tests {
                         (None, true) => DataDist::File,
                         (None, false) => DataDist::Block,
                     },
+                    drop_set_id: *drop_set_id,
                     data: d,
                 },
                 Owned::Read(i, o, l, e) => Request::Read {
@@ -1622,9 +1646,21 @@ mod tests {
             opt(any::<i64>()),
             opt(any::<i32>()),
             opt(hint()),
+            any::<bool>(),
         )
             .prop_map(
-                |(mode, uid, gid, size, extend_to, atime_ns, mtime_ns, nlink_delta, layout)| {
+                |(
+                    mode,
+                    uid,
+                    gid,
+                    size,
+                    extend_to,
+                    atime_ns,
+                    mtime_ns,
+                    nlink_delta,
+                    layout,
+                    drop_set_id,
+                )| {
                     SetAttr {
                         mode,
                         uid,
@@ -1635,6 +1671,7 @@ mod tests {
                         mtime_ns,
                         nlink_delta,
                         layout: layout.map(|h| h.data),
+                        drop_set_id,
                     }
                 },
             )
@@ -1715,13 +1752,15 @@ mod tests {
                 off.clone(),
                 opt(0..=u64::from(MAX_IO) - 512),
                 any::<bool>(),
+                any::<bool>(),
                 proptest::collection::vec(any::<u8>(), 0..512)
             )
-                .prop_map(|(i, o, into, file, d)| Owned::Write(
+                .prop_map(|(i, o, into, file, drop_set_id, d)| Owned::Write(
                     i,
                     o,
                     into.map(|n| o - n.min(o)),
                     file,
+                    drop_set_id,
                     d
                 )),
             (any::<u64>(), off, 0..=MAX_IO, opt(any::<u64>())).prop_map(|(i, o, l, into)| {
@@ -1903,6 +1942,7 @@ mod tests {
                 } else {
                     DataDist::Block
                 },
+                drop_set_id: false,
                 data: b"xyz",
             }
             .encode(0);
@@ -1919,9 +1959,11 @@ mod tests {
         };
         let req = Request::SetAttr { ino: 9, set };
         let mut b = req.encode(1);
-        assert_eq!(*b.last().unwrap(), 1 + DataDist::File.to_byte());
+        // The layout byte, then the flags byte.
+        let layout = b.len() - 2;
+        assert_eq!(b[layout..], [1 + DataDist::File.to_byte(), 0]);
         assert_eq!(Request::decode(op::SETATTR, &b), Ok((1, req)));
-        *b.last_mut().unwrap() = 0;
+        b[layout] = 0;
         assert!(matches!(
             Request::decode(op::SETATTR, &b),
             Ok((
@@ -1932,11 +1974,44 @@ mod tests {
                 }
             ))
         ));
-        *b.last_mut().unwrap() = 4;
+        b[layout] = 4;
         assert!(
             Request::decode(op::SETATTR, &b).is_err(),
             "no distribution 3"
         );
+    }
+
+    #[test]
+    fn writes_and_commits_say_whether_they_drop_set_id_bits() {
+        let write = |drop_set_id| Request::Write {
+            ino: 3,
+            offset: 0,
+            extent: None,
+            dist: DataDist::Block,
+            drop_set_id,
+            data: b"ab",
+        };
+        let mut b = write(true).encode(5);
+        assert_eq!(b[24..28], [DataDist::Block.to_byte(), 1, 0, 0]);
+        assert_eq!(Request::decode(op::WRITE, &b), Ok((5, write(true))));
+        b[25] = 0;
+        assert_eq!(Request::decode(op::WRITE, &b), Ok((5, write(false))));
+        // Unknown flags and the two reserved bytes are refused.
+        for (at, v) in [(25, 2), (26, 1), (27, 1)] {
+            let mut bad = b.clone();
+            bad[at] = v;
+            assert!(Request::decode(op::WRITE, &bad).is_err(), "byte {at} = {v}");
+        }
+        let set = SetAttr {
+            drop_set_id: true,
+            ..SetAttr::default()
+        };
+        let req = Request::SetAttr { ino: 9, set };
+        let mut b = req.encode(1);
+        assert_eq!(b.last(), Some(&1));
+        assert_eq!(Request::decode(op::SETATTR, &b), Ok((1, req)));
+        *b.last_mut().unwrap() = 2;
+        assert!(Request::decode(op::SETATTR, &b).is_err(), "unknown flag");
     }
 
     #[test]
@@ -1950,6 +2025,7 @@ mod tests {
             } else {
                 DataDist::File
             },
+            drop_set_id: false,
             data: b"ab",
         };
         let (plain, ext) = (write(None).encode(5), write(Some(47_008)).encode(5));
@@ -1971,7 +2047,7 @@ mod tests {
         let mut extent_of_blocks = ext.clone();
         extent_of_blocks[28] = DataDist::Block.to_byte();
         assert!(Request::decode(op::WRITE, &extent_of_blocks).is_err());
-        for (at, b) in [(24, 9), (25, 1)] {
+        for (at, b) in [(24, 9), (25, 2)] {
             let mut unknown = plain.clone();
             unknown[at] = b;
             assert!(Request::decode(op::WRITE, &unknown).is_err());

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use client_support::Cluster;
 use peakfs::client::ClientError;
 use peakfs::placement::{DataDist, Hint};
-use peakfs::protocol::Errno;
+use peakfs::protocol::{Errno, SetAttr};
 
 fn errno(r: Result<impl std::fmt::Debug, ClientError>) -> i32 {
     r.expect_err("expected an error").errno()
@@ -332,28 +332,30 @@ fn a_directory_s_hints_apply_to_its_new_files_and_only_an_empty_file_changes_its
 /// way (the server allows it: it sees no size yet). Those bytes lie where the writer's
 /// distribution put them, so the file must keep that one, or the writer must hear that its
 /// bytes are lost.
+/// Creates `{name}{k}` in a file-based directory for k = 0, 1, ... until the file's data lies
+/// off its inode's slice (its writes reach the home slice only with the commit's SETATTR):
+/// its path, open descriptor and ino.
+fn remote_file(w: &mut peakfs::client::Client, name: &str, mode: u32) -> (String, u64, u64) {
+    let layout = *w.layout();
+    for k in 0.. {
+        let path = format!("{name}{k}");
+        let fd = w.create(&path, mode).unwrap();
+        let ino = w.stat(&path).unwrap().ino;
+        let data = layout.route(layout.data_lambda(ino, DataDist::File, 0));
+        if data != layout.route(peakfs::placement::home_lambda(ino)) {
+            return (path, fd, ino);
+        }
+        w.close(fd).unwrap();
+    }
+    unreachable!()
+}
+
 #[test]
 fn a_distribution_changed_under_a_writer_yields_to_its_bytes_or_the_writer_hears_of_it() {
     let cl = Cluster::start(2);
     let mut w = cl.client();
     let mut h = cl.client();
     w.mkdir("/f", 0o755, Some(dir_of(DataDist::File))).unwrap();
-    // A file-based file whose data lies off its inode's slice: its writes reach the home
-    // slice only with the commit's SETATTR.
-    let layout = *w.layout();
-    let remote_file = |w: &mut peakfs::client::Client, name: &str| {
-        for k in 0.. {
-            let path = format!("{name}{k}");
-            let fd = w.create(&path, 0o644).unwrap();
-            let ino = w.stat(&path).unwrap().ino;
-            let data = layout.route(layout.data_lambda(ino, DataDist::File, 0));
-            if data != layout.route(peakfs::placement::home_lambda(ino)) {
-                return (path, fd, ino);
-            }
-            w.close(fd).unwrap();
-        }
-        unreachable!()
-    };
     let read_back = |path: &str, len: usize| {
         let mut r = cl.client();
         let a = r.stat(path).unwrap();
@@ -364,7 +366,7 @@ fn a_distribution_changed_under_a_writer_yields_to_its_bytes_or_the_writer_hears
     };
 
     // 1. The commit brings the writer's distribution home: the file keeps it.
-    let (a, fd, ino) = remote_file(&mut w, "/f/a");
+    let (a, fd, ino) = remote_file(&mut w, "/f/a", 0o644);
     let body = pattern(7, 300_000);
     w.pwrite(fd, &body, 0).unwrap();
     let changed = h.set_hint(ino, Some(DataDist::Block), None).unwrap();
@@ -392,7 +394,7 @@ fn a_distribution_changed_under_a_writer_yields_to_its_bytes_or_the_writer_hears
 
     // 3. Once another writer has committed bytes by the new distribution, the first one's
     // commit is refused (EIO) and the file keeps the committed bytes.
-    let (d, fd, ino) = remote_file(&mut w, "/f/d");
+    let (d, fd, ino) = remote_file(&mut w, "/f/d", 0o644);
     w.pwrite(fd, &pattern(9, 200_000), 0).unwrap();
     h.set_hint(ino, Some(DataDist::Block), None).unwrap();
     let mut x = cl.client();
@@ -404,6 +406,57 @@ fn a_distribution_changed_under_a_writer_yields_to_its_bytes_or_the_writer_hears
     let (dist, got) = read_back(&d, theirs.len());
     assert_eq!(dist, DataDist::Block);
     assert!(got == theirs, "the committed bytes are intact");
+}
+
+/// A write by a caller without CAP_FSETID drops the set-ID bits the file has when the write
+/// lands, not those its writer last saw: here another client sets them after the writer
+/// opened the file.
+#[test]
+fn a_write_drops_set_id_bits_another_client_set_after_the_writer_looked() {
+    let cl = Cluster::start(2);
+    let mut w = cl.client();
+    let mut h = cl.client();
+    let perm = |h: &mut peakfs::client::Client, path: &str| h.stat(path).unwrap().mode & 0o7777;
+    let chmod = |h: &mut peakfs::client::Client, path: &str, mode: u32| {
+        let ino = h.stat(path).unwrap().ino;
+        let set = SetAttr {
+            mode: Some(mode),
+            ..SetAttr::default()
+        };
+        h.setattr(ino, set).unwrap();
+    };
+
+    // 1. Bytes for the home slice (block 0 of a block-based file): its WRITE drops them.
+    w.mkdir("/b", 0o755, Some(dir_of(DataDist::Block))).unwrap();
+    let fd = w.create("/b/small", 0o755).unwrap();
+    chmod(&mut h, "/b/small", 0o6755);
+    w.drop_set_id_bits(fd).unwrap();
+    w.pwrite(fd, &pattern(1, 3_901), 0).unwrap();
+    w.close(fd).unwrap();
+    assert_eq!(perm(&mut h, "/b/small"), 0o755);
+
+    // 2. Bytes for other slices only: the commit drops them (with the size it brings home).
+    w.mkdir("/f", 0o755, Some(dir_of(DataDist::File))).unwrap();
+    let (path, fd, _) = remote_file(&mut w, "/f/big", 0o745);
+    chmod(&mut h, &path, 0o6745);
+    w.drop_set_id_bits(fd).unwrap();
+    w.pwrite(fd, &pattern(2, 300_000), 0).unwrap();
+    w.fsync(fd).unwrap();
+    // Set-group-ID stays without group execute (it marks mandatory locking).
+    assert_eq!(perm(&mut h, &path), 0o2745);
+    // The commit took the request: later writes of the descriptor that need not drop any
+    // bit leave one set since alone.
+    chmod(&mut h, &path, 0o4745);
+    w.pwrite(fd, &pattern(3, 10), 0).unwrap();
+    w.close(fd).unwrap();
+    assert_eq!(perm(&mut h, &path), 0o4745);
+
+    // 3. A writer with CAP_FSETID (no drop asked for) keeps them.
+    let fd = w.open("/b/small", libc::O_WRONLY, 0).unwrap();
+    chmod(&mut h, "/b/small", 0o4755);
+    w.pwrite(fd, &pattern(4, 100), 0).unwrap();
+    w.close(fd).unwrap();
+    assert_eq!(perm(&mut h, "/b/small"), 0o4755);
 }
 
 #[test]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use gpu_nvme::controller::file::{FileController, FileControllerConfig};
 use gpu_nvme::device::{DeviceConfig, NvmeDevice};
-use peakfs::pstore::inode::{DataDistribution, Hint};
+use peakfs::pstore::inode::{DataDistribution, Hint, WrittenBy};
 use peakfs::pstore::zone::{KeyedPages, LateBytes, WriteBehind, Zone, ZoneError, ZoneTransfers};
 use peakfs::pstore::{NewInode, PStore, PStoreConfig, PStoreError, Relink, SetAttr, Unlinked};
 use proptest::prelude::*;
@@ -854,6 +854,14 @@ fn checkpoints_wait_for_staged_pages_to_be_written_behind_before_their_log_commi
     power_cut_keeps_small_files(s, &ssd, dev, &cfg, &files);
 }
 
+/// A write placed by `layout` that keeps the set-ID bits.
+fn laid(layout: DataDistribution) -> WrittenBy {
+    WrittenBy {
+        layout,
+        drop_set_id: false,
+    }
+}
+
 #[test]
 fn a_write_holds_its_file_to_the_distribution_it_was_placed_by() {
     let (_c, dev) = swarm(32 << 20, 4096);
@@ -862,18 +870,18 @@ fn a_write_holds_its_file_to_the_distribution_it_was_placed_by() {
     let f = s.create(1, b"f", REG, 0, 0, Hint::default()).unwrap();
     assert_eq!(f.hint.data, DataDistribution::Block);
     // Without a size the file takes the writer's distribution, with the write's size.
-    s.write_laid_out(f.ino, 0, None, b"file-based", DataDistribution::File)
+    s.write_laid_out(f.ino, 0, None, b"file-based", laid(DataDistribution::File))
         .unwrap();
     let i = s.getattr(f.ino).unwrap();
     assert_eq!((i.hint.data, i.size), (DataDistribution::File, 10));
-    s.write_laid_out(f.ino, 10, None, b"!", DataDistribution::File)
+    s.write_laid_out(f.ino, 10, None, b"!", laid(DataDistribution::File))
         .unwrap();
     // With a size, bytes placed otherwise are refused and nothing of them is written.
     for (extent, written) in [
         (None, DataDistribution::Block),
         (Some(0), DataDistribution::Io),
     ] {
-        match s.write_laid_out(f.ino, 0, extent, b"XXXXXXXXXXXXXXXXX", written) {
+        match s.write_laid_out(f.ino, 0, extent, b"XXXXXXXXXXXXXXXXX", laid(written)) {
             Err(PStoreError::LaidOutOtherwise {
                 size: 11,
                 held: DataDistribution::File,
@@ -889,7 +897,7 @@ fn a_write_holds_its_file_to_the_distribution_it_was_placed_by() {
     let d = s.create(1, b"d", DIR, 0, 0, Hint::default()).unwrap();
     for layout in [None, Some(DataDistribution::File)] {
         let r = match layout {
-            Some(l) => s.write_laid_out(d.ino, 0, None, b"x", l),
+            Some(l) => s.write_laid_out(d.ino, 0, None, b"x", laid(l)),
             None => s.write(d.ino, 0, b"x"),
         };
         assert!(matches!(r, Err(PStoreError::Invalid(_))), "{r:?}");
@@ -897,15 +905,70 @@ fn a_write_holds_its_file_to_the_distribution_it_was_placed_by() {
     assert_eq!(s.getattr(d.ino).unwrap().hint, Hint::default());
     // A slice without the inode holds the bytes of any distribution.
     let remote = 0xABCD_0000_0001;
-    s.write_laid_out(remote, 0, Some(0), b"unit", DataDistribution::Io)
+    s.write_laid_out(remote, 0, Some(0), b"unit", laid(DataDistribution::Io))
         .unwrap();
-    s.write_laid_out(remote, 8192, None, b"block", DataDistribution::Block)
+    s.write_laid_out(remote, 8192, None, b"block", laid(DataDistribution::Block))
         .unwrap();
     // The change is logged with the write.
     s.fsync().unwrap();
     drop(s);
     let mut s = PStore::open(dev, &cfg).unwrap();
     assert_eq!(s.getattr(f.ino).unwrap().hint.data, DataDistribution::File);
+}
+
+#[test]
+fn a_write_that_drops_set_id_bits_drops_those_of_the_mode_held_here() {
+    let (_c, dev) = swarm(32 << 20, 4096);
+    let cfg = small_config(4096);
+    let mut s = PStore::format(dev.clone(), &cfg).unwrap();
+    let dropping = WrittenBy {
+        layout: DataDistribution::Block,
+        drop_set_id: true,
+    };
+    // (mode before, mode after a dropping write): set-group-ID goes only with group execute.
+    let cases = [
+        (0o6755, 0o0755),
+        (0o6745, 0o2745),
+        (0o4700, 0o0700),
+        (0o1777, 0o1777),
+        (0o0644, 0o0644),
+    ];
+    let mut files = Vec::new();
+    for (k, (before, after)) in cases.into_iter().enumerate() {
+        let name = format!("f{k}");
+        let f = s
+            .create(
+                1,
+                name.as_bytes(),
+                libc::S_IFREG | before,
+                0,
+                0,
+                Hint::default(),
+            )
+            .unwrap();
+        s.write_laid_out(f.ino, 0, None, b"data", laid(DataDistribution::Block))
+            .unwrap();
+        assert_eq!(s.getattr(f.ino).unwrap().mode & 0o7777, before, "kept");
+        s.write_laid_out(f.ino, 4, None, b"more", dropping).unwrap();
+        let i = s.getattr(f.ino).unwrap();
+        assert_eq!(
+            (i.mode & 0o7777, i.mode & libc::S_IFMT),
+            (after, libc::S_IFREG)
+        );
+        assert_eq!(i.size, 8);
+        files.push((f.ino, after));
+    }
+    // A slice without the inode takes the bytes alone.
+    let remote = 0xABCD_0000_0001;
+    s.write_laid_out(remote, 0, None, b"elsewhere", dropping)
+        .unwrap();
+    // Logged with the write.
+    s.fsync().unwrap();
+    drop(s);
+    let mut s = PStore::open(dev, &cfg).unwrap();
+    for (ino, after) in files {
+        assert_eq!(s.getattr(ino).unwrap().mode & 0o7777, after);
+    }
 }
 
 #[test]

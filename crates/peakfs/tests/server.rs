@@ -564,6 +564,7 @@ fn bad_frames_and_requests_get_errors_while_other_clients_keep_being_served() {
         offset: 0,
         extent: None,
         dist: DataDist::File,
+        drop_set_id: false,
         data: b"x",
     }
     .encode(0);

@@ -116,6 +116,7 @@ fn writer(
                 offset: p.offset,
                 extent: (f.hint.data == DataDist::Io).then_some(p.offset),
                 dist: f.hint.data,
+                drop_set_id: false,
                 data: &data[at..at + p.len as usize],
             };
             if cl.try_call(p.lambda, req).is_err() {

@@ -241,6 +241,7 @@ fn main() -> anyhow::Result<()> {
                             // Each transfer an I/O unit of its own, as an N-1 file's.
                             extent: extent.then_some(offset),
                             dist: if extent { DataDist::Io } else { DataDist::File },
+                            drop_set_id: false,
                             data,
                         })?;
                     }
@@ -252,6 +253,7 @@ fn main() -> anyhow::Result<()> {
                             offset: 0,
                             extent: None,
                             dist: DataDist::Block,
+                            drop_set_id: false,
                             data: &small_data,
                         })?;
                     }

@@ -51,6 +51,7 @@ use crate::protocol::{
     Attr, Errno, Fate, LinkFlags, MAX_IO, NAME_MAX, ProtoError, Removed, RenameFlags, Reply,
     Request, SetAttr, StatFs, UnlinkFlags, is_dir_mode, op,
 };
+use crate::pstore::inode::mode_without_set_id_bits;
 use crate::pstore::table::{U64Map, U64Set};
 
 use conn::Conns;
@@ -223,21 +224,6 @@ pub struct Entry {
     pub mode: u32,
 }
 
-/// The permission bits a file of mode `mode` keeps after a write, a truncate or a change of
-/// owner, when that drops set-ID bits (Linux's rule): set-user-ID, and set-group-ID when the
-/// group may execute the file (without group execute it marks mandatory locking). None when
-/// nothing drops (a directory never drops any).
-pub fn mode_without_set_id_bits(mode: u32) -> Option<u32> {
-    if mode & libc::S_IFMT == libc::S_IFDIR {
-        return None;
-    }
-    let mut bits = mode & libc::S_ISUID;
-    if mode & (libc::S_ISGID | libc::S_IXGRP) == libc::S_ISGID | libc::S_IXGRP {
-        bits |= libc::S_ISGID;
-    }
-    (bits != 0).then_some(mode & 0o7777 & !bits)
-}
-
 /// What a directory gives its new entries: its hint (bigdir or not, and the data distribution
 /// of new files) and the I/O unit of its new I/O-based files ([`Attr::io_unit`] of a
 /// directory; 0: none, their first write fixes it).
@@ -266,6 +252,8 @@ struct OpenFile {
     written_end: Option<u64>,
     /// Slices written since the last commit (to FSYNC), by route.
     dirty: BTreeMap<(u32, u32), u64>,
+    /// The writes since the last commit drop the file's set-ID bits ([`Client::drop_set_id_bits`]).
+    drop_set_id: bool,
     /// The server keeps read-ahead state for this file (CLOSE drops it).
     read_sent: bool,
     /// The read cache with the reads sent ahead.
@@ -1202,10 +1190,16 @@ impl Client {
 
     /// Drops the set-user-ID bit of `fd`'s file, and its set-group-ID bit when it is
     /// group-executable, as a write by a process without CAP_FSETID must (FUSE leaves it to
-    /// the file system under FUSE_HANDLE_KILLPRIV_V2). Goes by the mode this client last saw,
-    /// so a write pays a request only when there is a bit to drop.
+    /// the file system under FUSE_HANDLE_KILLPRIV_V2); called before such a write.
+    ///
+    /// The writes until the next commit say so ([`Request::Write::drop_set_id`]): the home
+    /// slice drops the bits of the mode it holds as it takes one, and the commit's SETATTR
+    /// for the bytes other slices took. So a bit another client set after this one last saw
+    /// the mode is dropped too, without a request per write. A bit this client saw set is
+    /// dropped at once as well (one SETATTR), so that it is gone before the commit.
     pub fn drop_set_id_bits(&mut self, fd: u64) -> Result<()> {
         let f = self.file(fd)?;
+        f.drop_set_id = true;
         let ino = f.ino;
         if let Some(mode) = mode_without_set_id_bits(f.mode) {
             let set = SetAttr {
@@ -1301,6 +1295,7 @@ impl Client {
                 read_sent: false,
                 ahead: ReadAhead::default(),
                 last_read: None,
+                drop_set_id: false,
             },
         );
         if flags & libc::O_TRUNC != 0 && writable && a.size > 0 {
@@ -1361,7 +1356,7 @@ impl Client {
             return Ok(0);
         }
         f.ahead.clear(&mut self.conns);
-        let (ino, dist) = (f.ino, f.dist);
+        let (ino, dist, drop_set_id) = (f.ino, f.dist, f.drop_set_id);
         if dist == DataDist::Io && f.io_unit == 0 {
             // The first write of an I/O-based file fixes its unit: this client's, or this
             // write's length, unless another writer's came first.
@@ -1389,6 +1384,7 @@ impl Client {
                 offset: p.offset,
                 extent: p.extent,
                 dist,
+                drop_set_id,
                 data: &data[s..s + p.len as usize],
             };
             self.conns.submit_write(fd, p.lambda, &req, max)?;
@@ -1421,6 +1417,7 @@ impl Client {
         let (ino, dist) = (f.ino, f.dist);
         let end = f.written_end.take();
         let dirty = std::mem::take(&mut f.dirty);
+        let drop_set_id = std::mem::take(&mut f.drop_set_id);
         drained?;
         let home = self.layout.route(home_lambda(ino));
         // A WRITE to the home slice raises the size there itself: only writes that went to
@@ -1431,11 +1428,13 @@ impl Client {
         let mut reqs = Vec::new();
         if let Some(end) = end.filter(|_| remote) {
             // The distribution goes with the size: had another client changed it since these
-            // writes were placed, the home slice holds the file to theirs (or refuses).
+            // writes were placed, the home slice holds the file to theirs (or refuses). So
+            // does the dropping of set-ID bits the WRITEs to other slices could not do.
             let set = SetAttr {
                 extend_to: Some(end),
                 layout: Some(dist),
                 mtime_ns: Some(now_ns()),
+                drop_set_id,
                 ..Default::default()
             };
             reqs.push((home_lambda(ino), Request::SetAttr { ino, set }));

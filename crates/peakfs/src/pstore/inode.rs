@@ -124,7 +124,42 @@ pub struct Inode {
     pub io_unit: u32,
 }
 
+/// The permission bits a file of mode `mode` keeps after a write, a truncate or a change of
+/// owner, when that drops set-ID bits (Linux's rule): set-user-ID, and set-group-ID when the
+/// group may execute the file (without group execute it marks mandatory locking). None when
+/// nothing drops (a directory never drops any).
+pub fn mode_without_set_id_bits(mode: u32) -> Option<u32> {
+    if mode & libc::S_IFMT == libc::S_IFDIR {
+        return None;
+    }
+    let mut bits = mode & libc::S_ISUID;
+    if mode & (libc::S_ISGID | libc::S_IXGRP) == libc::S_ISGID | libc::S_IXGRP {
+        bits |= libc::S_ISGID;
+    }
+    (bits != 0).then_some(mode & 0o7777 & !bits)
+}
+
+/// What a writer asks of the file its bytes go to, where the file's inode is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WrittenBy {
+    /// The distribution the bytes were placed by ([`Inode::hold_layout`]).
+    pub layout: DataDistribution,
+    /// The write drops the file's set-ID bits ([`mode_without_set_id_bits`]).
+    pub drop_set_id: bool,
+}
+
 impl Inode {
+    /// Drops the set-ID bits a write by a caller without CAP_FSETID drops; true if any were set.
+    pub fn drop_set_id_bits(&mut self) -> bool {
+        match mode_without_set_id_bits(self.mode) {
+            Some(bits) => {
+                self.mode = (self.mode & libc::S_IFMT) | bits;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Holds the file to `written`, the distribution a writer placed its bytes by. A file
     /// without size has no data laid out yet and takes it (true: the inode changed), which
     /// undoes a hint given while those bytes were on their way; a file with a size must hold

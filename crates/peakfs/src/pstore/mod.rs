@@ -61,7 +61,7 @@ use bitmap::{Bitmap, BitmapError};
 use cart::{Cart, CartError};
 use checkpoint::{Encoder, Geometry, Tables};
 use icache::{Icache, IcacheStats, InodeIo};
-use inode::{DataDistribution, Hint, INODE_BYTES, Inode, InodeError};
+use inode::{DataDistribution, Hint, INODE_BYTES, Inode, InodeError, WrittenBy};
 use pdata::{BlockKeys, BlockWrite, PData, ReadPlan};
 use table::{BlockTable, InodeIndex, PageRun};
 use wal::{MAX_RECORD, Record, Wal};
@@ -2428,22 +2428,22 @@ impl PStore {
     }
 
     /// [`Self::write`], or [`Self::write_extent`] for an `extent` starting at the given
-    /// origin, of bytes a writer placed by distribution `layout`: when the inode is here, the
-    /// file is held to it first ([`Inode::hold_layout`]), and nothing is written if it lays
-    /// its data out otherwise.
+    /// origin, of bytes a writer placed by distribution `by.layout`: when the inode is here,
+    /// the file is held to it first ([`Inode::hold_layout`]), and nothing is written if it
+    /// lays its data out otherwise; the write drops the set-ID bits if `by` says so.
     pub fn write_laid_out(
         &mut self,
         ino: u64,
         offset: u64,
         extent: Option<u64>,
         data: &[u8],
-        layout: DataDistribution,
+        by: WrittenBy,
     ) -> Result<usize, PStoreError> {
         let keys = match extent {
             Some(origin) => extent_keys(origin, offset)?,
             None => BlockKeys::File,
         };
-        self.write_keyed(ino, offset, data, keys, Some(layout))
+        self.write_keyed(ino, offset, data, keys, Some(by))
     }
 
     /// Writes `data` at `offset` of file `ino` into the extent that starts at file offset
@@ -2467,7 +2467,7 @@ impl PStore {
         offset: u64,
         data: &[u8],
         keys: BlockKeys,
-        layout: Option<DataDistribution>,
+        by: Option<WrittenBy>,
     ) -> Result<usize, PStoreError> {
         self.settle()?;
         let bs = self.block_bytes();
@@ -2485,7 +2485,7 @@ impl PStore {
             let piece = &data[done..done + (batch_end - start) as usize];
             let batch = |s: &mut Self| {
                 s.run(BLOCKS_PER_TX * 100 + MAX_RECORD, |s| {
-                    s.write_batch(ino, start, piece, keys, layout)
+                    s.write_batch(ino, start, piece, keys, by)
                 })
             };
             match batch(self) {
@@ -2511,7 +2511,7 @@ impl PStore {
         offset: u64,
         data: &[u8],
         keys: BlockKeys,
-        layout: Option<DataDistribution>,
+        by: Option<WrittenBy>,
     ) -> Result<(), PStoreError> {
         let bs = self.block_bytes();
         let slot = self.inode_offset(ino);
@@ -2526,9 +2526,12 @@ impl PStore {
                     "inode {ino} is a directory: it holds no data"
                 )));
             }
-            if let Some(layout) = layout {
+            if let Some(by) = by {
                 // Logged with the size below.
-                i.hold_layout(layout)?;
+                i.hold_layout(by.layout)?;
+                if by.drop_set_id {
+                    i.drop_set_id_bits();
+                }
             }
         }
         // The blocks' device writes go out together: one wait for the device per request,

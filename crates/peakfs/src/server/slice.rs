@@ -12,7 +12,7 @@ use crate::protocol::{
     Attr, DirEntry, Errno, Fate, LinkFlags, MAX_IO, Removed, RenameFlags, Reply, Request, SetAttr,
     StatFs, is_dir_mode,
 };
-use crate::pstore::inode::{DataDistribution, Hint as StoreHint, Inode};
+use crate::pstore::inode::{DataDistribution, Hint as StoreHint, Inode, WrittenBy};
 use crate::pstore::table::U64Set;
 use crate::pstore::zone::ZoneTransfers;
 use crate::pstore::{self, NewInode, PStore, PStoreError, Relink};
@@ -619,11 +619,14 @@ impl Slice {
                 offset,
                 extent,
                 dist,
+                drop_set_id,
                 data,
             } => {
-                let n = self
-                    .store
-                    .write_laid_out(ino, offset, extent, data, dist_to_store(dist));
+                let by = WrittenBy {
+                    layout: dist_to_store(dist),
+                    drop_set_id,
+                };
+                let n = self.store.write_laid_out(ino, offset, extent, data, by);
                 Reply::Written(n.map_err(fail)? as u32)
             }
             Request::Read {
@@ -668,6 +671,7 @@ impl Slice {
         let needs_cur = set.extend_to.is_some()
             || set.layout.is_some()
             || set.mode.is_some()
+            || set.drop_set_id
             || set.nlink_delta.is_some();
         let cur = if needs_cur {
             Some(self.store.getattr(ino).map_err(fail)?)
@@ -706,6 +710,14 @@ impl Slice {
             if let Some(m) = set.mode {
                 // Permission bits only: the type stays.
                 change.mode = Some((cur.mode & libc::S_IFMT) | (m & !libc::S_IFMT));
+            }
+            if set.drop_set_id {
+                // From the mode held here, not one the client saw: another client may have
+                // set a bit since.
+                cur.mode = change.mode.unwrap_or(cur.mode);
+                if cur.drop_set_id_bits() {
+                    change.mode = Some(cur.mode);
+                }
             }
             if let Some(delta) = set.nlink_delta {
                 if cur.nlink == 0 {

@@ -236,6 +236,7 @@ impl Client {
                 offset: p.offset,
                 extent: (file.hint.data == DataDist::Io).then_some(p.offset),
                 dist: file.hint.data,
+                drop_set_id: false,
                 data: &data[at..at + p.len as usize],
             };
             self.call(p.lambda, req).unwrap();
