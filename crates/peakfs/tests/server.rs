@@ -732,13 +732,18 @@ fn the_data_of_ior_shaped_writes_and_reads_moves_without_bounce_copies() {
         whole_pages += (N1 / 4096 * 4096) as u64;
     }
     cl.close(fd).unwrap();
-    let (after_writes, copied) = transfers_after(&c, before + whole_pages);
-    assert_eq!(copied, 0, "bytes copied through bounce slots by the writes");
-    assert!(
-        after_writes - before >= whole_pages,
-        "{whole_pages} bytes of whole pages written, {} moved direct",
-        after_writes - before
-    );
+    // Every whole page moved direct since `since`, none copied: the new direct count.
+    let all_direct = |since: u64, what: &str| {
+        let (direct, copied) = transfers_after(&c, since + whole_pages);
+        assert_eq!(copied, 0, "bytes copied through bounce slots by the {what}");
+        assert!(
+            direct - since >= whole_pages,
+            "{whole_pages} bytes of whole pages {what}, {} moved direct",
+            direct - since
+        );
+        direct
+    };
+    let after_writes = all_direct(before, "writes");
 
     // Read back by a fresh client (nothing in its cache), every byte checked.
     let (layout, addrs) = layout_and_addrs(&view(&c));
@@ -760,13 +765,7 @@ fn the_data_of_ior_shaped_writes_and_reads_moves_without_bounce_copies() {
         assert_bytes(&got, &pattern(100 + t, N1), "N-1 transfer");
     }
     fresh.close(fd).unwrap();
-    let (after_reads, copied) = transfers_after(&c, after_writes + whole_pages);
-    assert_eq!(copied, 0, "bytes copied through bounce slots by the reads");
-    assert!(
-        after_reads - after_writes >= whole_pages,
-        "{whole_pages} bytes of whole pages read, {} moved direct",
-        after_reads - after_writes
-    );
+    all_direct(after_writes, "reads");
     drop((cl, fresh));
     c.stop();
 }
