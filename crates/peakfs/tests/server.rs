@@ -723,6 +723,13 @@ fn the_data_of_ior_shaped_writes_and_reads_moves_without_bounce_copies() {
         }
         cl.close(fd).unwrap();
     }
+    // A growing block's fresh run is a power of two of pages: 9 pages of data, then 7 of
+    // zeros from a shared buffer of zeros.
+    const NINE: usize = 9 * 4096;
+    let fd = cl.create("/nn/padded", 0o644).unwrap();
+    cl.pwrite(fd, &pattern(99, NINE), 0).unwrap();
+    cl.close(fd).unwrap();
+    whole_pages += NINE as u64;
     let fd = cl.create("/n1/shared", 0o644).unwrap();
     for t in 0..16u64 {
         let name = format!("/n1/side{t}.{}", "y".repeat(t as usize));
@@ -759,6 +766,10 @@ fn the_data_of_ior_shaped_writes_and_reads_moves_without_bounce_copies() {
         }
         fresh.close(fd).unwrap();
     }
+    let fd = fresh.open("/nn/padded", libc::O_RDONLY, 0).unwrap();
+    let got = fresh.pread(fd, NINE, 0).unwrap();
+    assert_bytes(&got, &pattern(99, NINE), "padded block");
+    fresh.close(fd).unwrap();
     let fd = fresh.open("/n1/shared", libc::O_RDONLY, 0).unwrap();
     for t in 0..16u64 {
         let got = fresh.pread(fd, N1, t * N1 as u64).unwrap();

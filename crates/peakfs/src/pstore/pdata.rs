@@ -97,8 +97,13 @@ pub(super) const NO_DATA_PAGES: &str = "data pages";
 const STAGE_PAGES: usize = 4;
 /// Staged pages are written out once there are more than this many.
 const STAGED_MAX: usize = 256;
-/// Zeros that pad fresh runs on the device (16 pages at a time).
-static ZERO_PAGES: [u8; 16 * PAGE] = [0; 16 * PAGE];
+/// Zeros that pad fresh runs on the device (16 pages at a time), page aligned: the controller
+/// takes a buffer directly only from a dword-aligned address (`Zone::write_runs`), which a
+/// byte array does not promise (a constant of zeros of the format landed at an odd one).
+#[repr(C, align(4096))]
+struct ZeroPages([u8; 16 * PAGE]);
+static ZERO_PAGES: ZeroPages = ZeroPages([0; 16 * PAGE]);
+const _: () = assert!(align_of::<ZeroPages>() == PAGE && size_of::<ZeroPages>() == 16 * PAGE);
 
 /// Set in the hashtable key of an extent's block; file blocks are numbered from 0, far below.
 const EXTENT_KEY: u64 = 1 << 63;
@@ -284,8 +289,8 @@ impl PData {
             page += 1;
         }
         while page < pages {
-            let n = (pages - page).min(ZERO_PAGES.len() / PAGE);
-            let zeros = Cow::Borrowed(&ZERO_PAGES[..n * PAGE]);
+            let n = (pages - page).min(ZERO_PAGES.0.len() / PAGE);
+            let zeros = Cow::Borrowed(&ZERO_PAGES.0[..n * PAGE]);
             self.put_pages(zone, at + page as u64, zeros, direct)?;
             page += n;
         }
