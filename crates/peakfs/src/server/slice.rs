@@ -12,7 +12,9 @@ use crate::protocol::{
     Attr, DirEntry, Errno, Fate, LinkFlags, MAX_IO, Removed, RenameFlags, Reply, Request, SetAttr,
     StatFs, is_dir_mode,
 };
-use crate::pstore::inode::{DataDistribution, Hint as StoreHint, Inode, WrittenBy};
+use crate::pstore::inode::{
+    DataDistribution, Hint as StoreHint, Inode, WrittenBy, mode_without_set_id_bits,
+};
 use crate::pstore::table::U64Set;
 use crate::pstore::zone::ZoneTransfers;
 use crate::pstore::{self, NewInode, PStore, PStoreError, Relink};
@@ -711,13 +713,12 @@ impl Slice {
                 // Permission bits only: the type stays.
                 change.mode = Some((cur.mode & libc::S_IFMT) | (m & !libc::S_IFMT));
             }
-            if set.drop_set_id {
-                // From the mode held here, not one the client saw: another client may have
-                // set a bit since.
-                cur.mode = change.mode.unwrap_or(cur.mode);
-                if cur.drop_set_id_bits() {
-                    change.mode = Some(cur.mode);
-                }
+            // From the mode held here, not one the client saw: another client may have set a
+            // bit since.
+            if set.drop_set_id
+                && let Some(bits) = mode_without_set_id_bits(change.mode.unwrap_or(cur.mode))
+            {
+                change.mode = Some((cur.mode & libc::S_IFMT) | bits);
             }
             if let Some(delta) = set.nlink_delta {
                 if cur.nlink == 0 {
