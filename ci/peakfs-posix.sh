@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # POSIX conformance of the PeakFS FUSE mount: a master + 2 servers (ci/peakfs-cluster.sh, on
-# localhost), `peakfs mount`, fio --verify jobs (any failure is fatal) and pjdfstest (failures
-# counted; more than the recorded baseline is fatal); then SIGTERM unmount and teardown.
-# Needs root, /dev/fuse, fio and pjdfstest.
+# localhost), `peakfs mount`, fio --verify jobs, fs_mark and dbench (any failure is fatal) and
+# pjdfstest (failures counted; more than the recorded baseline is fatal); then SIGTERM unmount
+# and teardown. Needs root, /dev/fuse, fio, fsmark, dbench and pjdfstest.
 #
 #   ci/peakfs-posix.sh
 #   PJDFSTEST_PATTERNS="chmod open" ci/peakfs-posix.sh
@@ -18,7 +18,7 @@ NAME=peakfs-posix
 source "$ROOT/ci/posix-lib.sh"
 if [[ "${1:-}" != --inner ]]; then
   PJDFSTEST=${PJDFSTEST:-$(command -v pjdfstest || echo "$ROOT/.cache/cargo-bin/bin/pjdfstest")}
-  for tool in fio "$PJDFSTEST"; do
+  for tool in fio fs_mark dbench "$PJDFSTEST"; do
     command -v "$tool" >/dev/null || { echo "peakfs-posix: $tool is missing" >&2; exit 2; }
   done
   [[ -e /dev/fuse && $(id -u) == 0 ]] || { echo "peakfs-posix: needs root and /dev/fuse" >&2; exit 2; }
@@ -90,6 +90,11 @@ unit=$(xattr "$MNT/fio-io/unit/copy" user.peakfs.io_unit)
 [[ $unit == 47008 ]] || { echo "peakfs-posix: I/O unit of the unit copy: $unit" >&2; exit 1; }
 echo "I/O-based copies: ok"
 rm -rf "$MNT"/fio-io
+
+echo "== fs_mark"
+run_fs_mark
+echo "== dbench"
+run_dbench
 
 echo "== pjdfstest"
 run_pjdfstest "$MAX_FAILED"

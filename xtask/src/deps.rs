@@ -10,9 +10,11 @@ use crate::cargo;
 /// Debian packages the CPU tests use, each with one program it provides, or an absolute path
 /// of a file it installs (to tell if it is there).
 const APT_PACKAGES: &[(&str, &str)] = &[
+    ("dbench", "dbench"),
     ("e2fsprogs", "mkfs.ext4"),
     ("f2fs-tools", "mkfs.f2fs"),
     ("fio", "fio"),
+    ("fsmark", "fs_mark"),
     ("fuse3", "fusermount3"),
     // pjdfstest (built by `cargo install` for the POSIX suites) links libacl.
     ("libacl1-dev", "/usr/include/sys/acl.h"),
