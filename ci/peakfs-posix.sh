@@ -2,9 +2,12 @@
 # POSIX conformance of the PeakFS FUSE mount: a master + 2 servers (ci/peakfs-cluster.sh, on
 # localhost), `peakfs mount`, fio --verify jobs, fs_mark and dbench (any failure is fatal) and
 # pjdfstest (failures counted; more than the recorded baseline is fatal); then SIGTERM unmount
-# and teardown. Needs root, /dev/fuse, fio, fsmark, dbench and pjdfstest.
+# and teardown. Needs root, /dev/fuse, fio, fsmark, dbench and pjdfstest. With --netns the
+# cluster's hosts get network namespaces of their own (peakfs-cluster.sh --netns), so every
+# request of the mount crosses veth pairs and a bridge.
 #
 #   ci/peakfs-posix.sh
+#   ci/peakfs-posix.sh --netns
 #   PJDFSTEST_PATTERNS="chmod open" ci/peakfs-posix.sh
 #
 # The baseline (most pjdfstest failures accepted) and the reason of each failure category are
@@ -17,6 +20,12 @@ NAME=peakfs-posix
 # shellcheck source=ci/posix-lib.sh
 source "$ROOT/ci/posix-lib.sh"
 if [[ "${1:-}" != --inner ]]; then
+  CLUSTER_ARGS=(--servers 2)
+  case "${1:-}" in
+    --netns) CLUSTER_ARGS+=(--netns) ;;
+    "") ;;
+    *) echo "peakfs-posix: unknown argument $1" >&2; exit 2 ;;
+  esac
   PJDFSTEST=${PJDFSTEST:-$(command -v pjdfstest || echo "$ROOT/.cache/cargo-bin/bin/pjdfstest")}
   for tool in fio fs_mark dbench "$PJDFSTEST"; do
     command -v "$tool" >/dev/null || { echo "peakfs-posix: $tool is missing" >&2; exit 2; }
@@ -25,7 +34,7 @@ if [[ "${1:-}" != --inner ]]; then
   # Two workers per server on any host, so that requests also cross workers (RingSched's
   # forwarding), not only servers.
   export PJDFSTEST PEAKFS_SERVER_WORKERS=${PEAKFS_SERVER_WORKERS:-2}
-  exec "$ROOT/ci/peakfs-cluster.sh" --servers 2 -- "$0" --inner
+  exec "$ROOT/ci/peakfs-cluster.sh" "${CLUSTER_ARGS[@]}" -- "$0" --inner
 fi
 
 # Inner part: runs inside the cluster (PEAKFS, PEAKFS_MASTER set by peakfs-cluster.sh).

@@ -16,6 +16,7 @@ const APT_PACKAGES: &[(&str, &str)] = &[
     ("fio", "fio"),
     ("fsmark", "fs_mark"),
     ("fuse3", "fusermount3"),
+    ("iproute2", "ip"),
     // pjdfstest (built by `cargo install` for the POSIX suites) links libacl.
     ("libacl1-dev", "/usr/include/sys/acl.h"),
 ];
@@ -124,7 +125,7 @@ fn is_executable(path: &Path) -> bool {
 }
 
 /// Whether we run as root (`id -u` prints 0).
-fn is_root() -> bool {
+pub fn is_root() -> bool {
     Command::new("id")
         .arg("-u")
         .output()

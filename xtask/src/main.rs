@@ -5,6 +5,7 @@
 mod bench;
 mod bundle;
 mod cargo;
+mod cluster;
 mod cuda_check;
 mod deps;
 
@@ -29,6 +30,9 @@ enum Task {
     CudaCheck,
     /// Run systems' benchmarks, then print them side by side and plot them.
     Bench(bench::BenchArgs),
+    /// The PeakFS cluster recipe: a master, servers and clients on localhost or in network
+    /// namespaces (`ci/peakfs-cluster.sh`), running a command or the default benchmark.
+    Cluster(cluster::ClusterArgs),
     /// The project's demo: every benchmark, short, on the default (emulated) setup.
     Demo,
     /// Build release binaries and GPU test binaries into `gpu-bundle/` with a `run.sh`.
@@ -41,6 +45,7 @@ fn main() -> Result<()> {
         Task::Ci => ci(),
         Task::CudaCheck => cuda_check::run(),
         Task::Bench(args) => bench::run(&args),
+        Task::Cluster(args) => cluster::run(&args),
         Task::Demo => demo(),
         Task::GpuBundle => bundle::run(),
     }
@@ -70,7 +75,8 @@ fn test() -> Result<()> {
     }
     cargo::run(&mut nextest)?;
     cargo::run(cargo::command().args(["test", "--workspace", "--doc"]))?;
-    posix_suites()
+    posix_suites()?;
+    cluster_in_namespaces()
 }
 
 /// The POSIX suites of the FUSE mounts (pjdfstest and fio --verify jobs, `ci/*-posix.sh`): they
@@ -89,6 +95,17 @@ fn posix_suites() -> Result<()> {
         cargo::run(&mut command)?;
     }
     Ok(())
+}
+
+/// The PeakFS cluster recipe with every host in its own network namespace, running its default
+/// benchmark over two client hosts (whose processes read back each other's data): it needs root
+/// and iproute2, and skips with the reason otherwise.
+fn cluster_in_namespaces() -> Result<()> {
+    if !deps::is_root() || !cargo::program_runs("ip", &["-V"]) {
+        eprintln!("xtask: skipping the PeakFS cluster in network namespaces: it needs root and ip");
+        return Ok(());
+    }
+    cluster::run(&cluster::ClusterArgs::netns_check())
 }
 
 /// Everything CI checks, stopping at the first failure.
