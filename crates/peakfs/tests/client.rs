@@ -459,6 +459,73 @@ fn a_write_drops_set_id_bits_another_client_set_after_the_writer_looked() {
     assert_eq!(perm(&mut h, "/b/small"), 0o4755);
 }
 
+/// A change of attributes lands after the uncommitted writes that came before it from the same
+/// client (their commit goes first), as on a local file system: tar sets each file's times
+/// before it closes it.
+#[test]
+fn a_change_of_attributes_lands_after_the_writer_s_uncommitted_writes() {
+    let cl = Cluster::start(2);
+    let mut w = cl.client();
+    w.mkdir("/t", 0o755, Some(dir_of(DataDist::File))).unwrap();
+    let set = |w: &mut peakfs::client::Client, ino: u64, set: SetAttr| {
+        w.setattr(ino, set).unwrap();
+    };
+
+    // 1. Times set between the writes and the close stay (tar's order).
+    let (a, fd, ino) = remote_file(&mut w, "/t/times", 0o644);
+    w.pwrite(fd, &pattern(1, 300_000), 0).unwrap();
+    let then = 981_173_106_123_456_789;
+    let times = SetAttr {
+        atime_ns: Some(then),
+        mtime_ns: Some(then),
+        ..SetAttr::default()
+    };
+    set(&mut w, ino, times);
+    w.close(fd).unwrap();
+    let st = cl.client().stat(&a).unwrap();
+    assert_eq!((st.size, st.mtime_ns, st.atime_ns), (300_000, then, then));
+
+    // 2. A truncate below uncommitted writes drops their bytes past it: extended again, the
+    //    file reads zeros there, not the old bytes. (The truncate saw the writes' size before
+    //    their commit went first too: the client's stat counts its uncommitted writes.)
+    let (b, fd, ino) = remote_file(&mut w, "/t/truncated", 0o644);
+    let body = pattern(2, 300_000);
+    w.pwrite(fd, &body, 0).unwrap();
+    for size in [100, 300_000] {
+        let resize = SetAttr {
+            size: Some(size),
+            ..SetAttr::default()
+        };
+        set(&mut w, ino, resize);
+    }
+    w.close(fd).unwrap();
+    let mut r = cl.client();
+    let fd = r.open(&b, libc::O_RDONLY, 0).unwrap();
+    let got = r.pread(fd, 300_001, 0).unwrap();
+    r.close(fd).unwrap();
+    assert_eq!(got.len(), 300_000);
+    assert!(
+        got[..100] == body[..100],
+        "the bytes before the truncate stay"
+    );
+    assert!(
+        got[100..].iter().all(|&b| b == 0),
+        "the bytes past it read as zeros"
+    );
+
+    // 3. A set-ID bit set after a write that drops them stays: the write's drop came first.
+    let (c, fd, ino) = remote_file(&mut w, "/t/set-id", 0o755);
+    w.drop_set_id_bits(fd).unwrap();
+    w.pwrite(fd, &pattern(3, 300_000), 0).unwrap();
+    let chmod = SetAttr {
+        mode: Some(0o4755),
+        ..SetAttr::default()
+    };
+    set(&mut w, ino, chmod);
+    w.close(fd).unwrap();
+    assert_eq!(cl.client().stat(&c).unwrap().mode & 0o7777, 0o4755);
+}
+
 #[test]
 fn writes_are_visible_to_other_clients_after_close_or_fsync() {
     let cl = Cluster::start(2);

@@ -101,10 +101,16 @@ impl<F: OfIno> FileMap<F> {
         self.files.is_empty()
     }
 
+    /// The descriptor numbers of `ino`.
+    pub fn fds_of_ino(&self, ino: u64) -> &[u64] {
+        self.by_ino.get(&ino).map_or(&[][..], Fds::as_slice)
+    }
+
     /// The descriptors of `ino`.
     pub fn of_ino(&self, ino: u64) -> impl Iterator<Item = &F> {
-        let fds = self.by_ino.get(&ino).map_or(&[][..], Fds::as_slice);
-        fds.iter().filter_map(|fd| self.files.get(fd))
+        self.fds_of_ino(ino)
+            .iter()
+            .filter_map(|fd| self.files.get(fd))
     }
 
     /// Applies `f` to each descriptor of `ino`.

@@ -1160,7 +1160,13 @@ impl Client {
     }
 
     /// Changes attributes of `ino`; a new size truncates or extends the file.
+    ///
+    /// This client's uncommitted writes to the file came before the change, so they are
+    /// committed first: their commit sets the mtime and drops set-ID bits at the home slice,
+    /// and landing after the change it would undo it (tar sets each file's times before it
+    /// closes it; a chmod u+s after a write would lose its bit).
     pub fn setattr(&mut self, ino: u64, set: SetAttr) -> Result<Attr> {
+        self.commit_writes_of(ino)?;
         let Some(size) = set.size else {
             let b = self.call(home_lambda(ino), &Request::SetAttr { ino, set })?;
             let a = attr_of(op::SETATTR, &b)?;
@@ -1458,6 +1464,22 @@ impl Client {
             // The home slice's size is at least the end of the writes it acknowledged.
             (None, Some(e)) => f.size = f.size.max(e),
             (None, None) => {}
+        }
+        Ok(())
+    }
+
+    /// Commits the writes of this client's descriptors of `ino` that have uncommitted ones.
+    fn commit_writes_of(&mut self, ino: u64) -> Result<()> {
+        let fds = self.files.fds_of_ino(ino).to_vec();
+        for fd in fds {
+            let pending = self.conns.unfinished(fd) > 0
+                || self
+                    .files
+                    .get_mut(fd)
+                    .is_some_and(|f| f.written_end.is_some());
+            if pending {
+                self.commit(fd, false)?;
+            }
         }
         Ok(())
     }
