@@ -1,6 +1,6 @@
-# Shared by ci/gofs-posix.sh and ci/peakfs-posix.sh (sourced): fio --verify jobs, fs_mark,
-# dbench and pjdfstest on the mount $MNT, with their files under $WORK. $NAME prefixes the error
-# messages.
+# Shared by ci/gofs-posix.sh and ci/peakfs-posix.sh (sourced): fio --verify jobs, a tree copied
+# with tar, a git clone, fs_mark, dbench and pjdfstest on the mount $MNT, with their files under
+# $WORK. $NAME prefixes the error messages.
 
 # fio_job JOB FIO-ARGS...: one fio job with verification on $MNT; any failure ends the script.
 fio_job() {
@@ -10,6 +10,61 @@ fio_job() {
     --do_verify=1 "${@:2}" >"$WORK/fio-$1.log" 2>&1) \
     || { cat "$WORK/fio-$1.log"; echo "$NAME: fio job $1 failed" >&2; exit 1; }
   echo "fio $1: ok"
+}
+
+# run_tree_copy: a tree made in $WORK from /usr/include/linux (hundreds of headers in nested
+# directories), with symbolic links (one dangling), a hard link, a FIFO, a sticky directory,
+# odd modes and old mtimes, is copied onto $MNT by tar (-p); then its contents (diff -r) and a
+# listing of every entry's type, mode, size (of files), link count, mtime (to the nanosecond)
+# and link target must match the source's, and removing it must succeed.
+run_tree_copy() {
+  local src=$WORK/tree-src
+  mkdir "$src" "$MNT/tree"
+  cp -a /usr/include/linux "$src/linux"
+  ln -s linux/fs.h "$src/fs-symlink"
+  ln -s ../no/such/file "$src/dangling"
+  ln "$src/linux/fs.h" "$src/fs-hardlink"
+  mkfifo -m 0620 "$src/fifo"
+  mkdir -m 1777 "$src/sticky"
+  echo private >"$src/sticky/file"
+  chmod 0600 "$src/sticky/file"
+  chmod 0751 "$src/linux/netfilter"
+  touch -h -d '2001-02-03 04:05:06.123456789' "$src/linux/kernel.h" "$src/fs-symlink"
+  touch -d '1999-12-31 23:59:59.5' "$src/linux/netfilter"
+  # The POSIX (pax) format keeps the nanoseconds of the times.
+  tar -C "$src" --format=posix -cf - . | tar -C "$MNT/tree" -xpf - \
+    || { echo "$NAME: tar could not copy the tree" >&2; exit 1; }
+  # diff -r calls any two FIFOs different; the listing compares the FIFO.
+  diff -r --no-dereference --exclude=fifo "$src" "$MNT/tree" >"$WORK/tree.diff" 2>&1 \
+    || { head -20 "$WORK/tree.diff"; echo "$NAME: the copied tree differs" >&2; exit 1; }
+  listing() {
+    (cd "$1" && find . -type d -printf '%p %y %m %n %T@\n' -o -printf '%p %y %m %s %n %T@ %l\n' \
+      | sort)
+  }
+  diff <(listing "$src") <(listing "$MNT/tree") >"$WORK/tree.diff" \
+    || { head -20 "$WORK/tree.diff"; echo "$NAME: the copied tree's metadata differs" >&2; exit 1; }
+  rm -r "$MNT/tree" "$src" || { echo "$NAME: removing the copied tree failed" >&2; exit 1; }
+  echo "tree copy: ok ($(listing /usr/include/linux | wc -l) entries of /usr/include/linux and 7 more)"
+}
+
+# run_git_clone SRC: git clones the repository SRC onto $MNT over git's own protocol (pack
+# transfer, index-pack, lock files, renames, fsyncs), then `git fsck --full --strict` (reads
+# every object back) and `git status` (stats the checkout against its index) must find nothing
+# wrong. Skipped, saying so, when SRC is not a git checkout.
+run_git_clone() {
+  local src=$1 changes
+  if ! git -C "$src" rev-parse --git-dir >/dev/null 2>&1; then
+    echo "git clone: skipped ($src is not a git checkout)"
+    return 0
+  fi
+  (cd "$WORK" && timeout 300 git clone -q --no-local "$src" "$MNT/clone" \
+    && timeout 300 git -C "$MNT/clone" fsck --full --strict) >"$WORK/git.log" 2>&1 \
+    || { tail -20 "$WORK/git.log"; echo "$NAME: git clone or fsck failed" >&2; exit 1; }
+  changes=$(git -C "$MNT/clone" status --porcelain) \
+    || { echo "$NAME: git status failed in the clone" >&2; exit 1; }
+  [[ -z $changes ]] || { echo "$changes" | head; echo "$NAME: the clone's checkout differs" >&2; exit 1; }
+  rm -rf "$MNT/clone" || { echo "$NAME: removing the clone failed" >&2; exit 1; }
+  echo "git clone: ok ($(git -C "$src" rev-list --count HEAD) commits, fsck and status clean)"
 }
 
 # run_fs_mark: fs_mark (Debian's fsmark) on $MNT, 2 threads over 8 subdirectories each: 2 loops
