@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # POSIX conformance of the GoFS FUSE mount: formats a fresh image on tmpfs, mounts it with
-# `gofs mount`, runs fio --verify jobs, a tar copy of a tree, a git clone, fs_mark and dbench
-# (any failure is fatal) and pjdfstest (failures are counted; more failures than the recorded
-# baseline is fatal), unmounts with SIGTERM and checks the image with `fsck.f2fs --dry-run`.
-# Needs root, /dev/fuse, fio, git, tar, fsmark, dbench, fusermount3 and f2fs-tools; pjdfstest
-# is taken from PATH or .cache/cargo-bin, else installed there with `cargo install` (linking it
-# needs libacl1-dev). Everything it makes lives in one temporary directory, which the EXIT
-# trap unmounts and removes.
+# `gofs mount`, runs the workloads of ci/posix-lib.sh (fio --verify jobs, a tar copy of a tree,
+# a git clone, SQLite, fs_mark and dbench: any failure is fatal) and pjdfstest (failures are
+# counted; more failures than the recorded baseline is fatal), unmounts with SIGTERM and checks
+# the image with `fsck.f2fs --dry-run`. Needs root, /dev/fuse, fio, git, tar, python3, fsmark,
+# dbench, fusermount3 and f2fs-tools; pjdfstest is taken from PATH or .cache/cargo-bin, else
+# installed there with `cargo install` (linking it needs libacl1-dev). Everything it makes
+# lives in one temporary directory, which the EXIT trap unmounts and removes.
 #
 #   ci/gofs-posix.sh                  # build gofs (debug) and run everything
 #   GOFS=path/to/gofs ci/gofs-posix.sh
@@ -24,7 +24,7 @@ MAX_FAILED=${GOFS_PJDFSTEST_MAX_FAILED:-0}
 START=$SECONDS
 phase() { echo "== $1 (t=$((SECONDS - START)) s)"; }
 
-for tool in fio fs_mark dbench git tar fsck.f2fs fusermount3; do
+for tool in fio fs_mark dbench git tar python3 fsck.f2fs fusermount3; do
   command -v "$tool" >/dev/null || { echo "gofs-posix: $tool is missing" >&2; exit 2; }
 done
 [[ -e /dev/fuse && $(id -u) == 0 ]] || { echo "gofs-posix: needs root and /dev/fuse" >&2; exit 2; }
@@ -115,6 +115,8 @@ phase "tree copy"
 run_tree_copy
 phase "git clone"
 run_git_clone "$ROOT"
+phase "sqlite"
+run_sqlite
 phase "fs_mark"
 run_fs_mark
 phase "dbench"

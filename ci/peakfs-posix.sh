@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # POSIX conformance of the PeakFS FUSE mount: a master + 2 servers (ci/peakfs-cluster.sh, on
-# localhost), `peakfs mount`, fio --verify jobs, a tar copy of a tree, a git clone, fs_mark and
-# dbench (any failure is fatal) and pjdfstest (failures counted; more than the recorded
-# baseline is fatal); then SIGTERM unmount and teardown. Needs root, /dev/fuse, fio, git, tar,
-# fsmark, dbench and pjdfstest. With --netns the cluster's hosts get network namespaces of
-# their own (peakfs-cluster.sh --netns), so every request of the mount crosses veth pairs and
-# a bridge.
+# localhost), `peakfs mount`, the workloads of ci/posix-lib.sh (fio --verify jobs, a tar copy
+# of a tree, a git clone, SQLite, fs_mark and dbench: any failure is fatal) and pjdfstest
+# (failures counted; more than the recorded baseline is fatal); then SIGTERM unmount and
+# teardown. Needs root, /dev/fuse, fio, git, tar, python3, fsmark, dbench and pjdfstest. With
+# --netns the cluster's hosts get network namespaces of their own (peakfs-cluster.sh --netns),
+# so every request of the mount crosses veth pairs and a bridge.
 #
 #   ci/peakfs-posix.sh
 #   ci/peakfs-posix.sh --netns
@@ -28,7 +28,7 @@ if [[ "${1:-}" != --inner ]]; then
     *) echo "peakfs-posix: unknown argument $1" >&2; exit 2 ;;
   esac
   PJDFSTEST=${PJDFSTEST:-$(command -v pjdfstest || echo "$ROOT/.cache/cargo-bin/bin/pjdfstest")}
-  for tool in fio fs_mark dbench git tar "$PJDFSTEST"; do
+  for tool in fio fs_mark dbench git tar python3 "$PJDFSTEST"; do
     command -v "$tool" >/dev/null || { echo "peakfs-posix: $tool is missing" >&2; exit 2; }
   done
   [[ -e /dev/fuse && $(id -u) == 0 ]] || { echo "peakfs-posix: needs root and /dev/fuse" >&2; exit 2; }
@@ -101,9 +101,10 @@ unit=$(xattr "$MNT/fio-io/unit/copy" user.peakfs.io_unit)
 echo "I/O-based copies: ok"
 rm -rf "$MNT"/fio-io
 
-echo "== tree copy, git clone"
+echo "== tree copy, git clone, sqlite"
 run_tree_copy
 run_git_clone "$ROOT"
+run_sqlite
 echo "== fs_mark"
 run_fs_mark
 echo "== dbench"

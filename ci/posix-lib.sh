@@ -1,6 +1,6 @@
 # Shared by ci/gofs-posix.sh and ci/peakfs-posix.sh (sourced): fio --verify jobs, a tree copied
-# with tar, a git clone, fs_mark, dbench and pjdfstest on the mount $MNT, with their files under
-# $WORK. $NAME prefixes the error messages.
+# with tar, a git clone, SQLite databases, fs_mark, dbench and pjdfstest on the mount $MNT, with
+# their files under $WORK. $NAME prefixes the error messages.
 
 # fio_job JOB FIO-ARGS...: one fio job with verification on $MNT; any failure ends the script.
 fio_job() {
@@ -65,6 +65,20 @@ run_git_clone() {
   [[ -z $changes ]] || { echo "$changes" | head; echo "$NAME: the clone's checkout differs" >&2; exit 1; }
   rm -rf "$MNT/clone" || { echo "$NAME: removing the clone failed" >&2; exit 1; }
   echo "git clone: ok ($(git -C "$src" rev-list --count HEAD) commits, fsck and status clean)"
+}
+
+# run_sqlite: a SQLite database in each journal mode, rollback (DELETE) and WAL, built,
+# vacuumed and checked on $MNT by ci/sqlite-check.py; then the databases are removed. Any
+# failure ends the script.
+run_sqlite() {
+  local mode out
+  for mode in DELETE WAL; do
+    out=$(cd "$WORK" && timeout 300 python3 "$(dirname "${BASH_SOURCE[0]}")/sqlite-check.py" \
+      "$MNT/sqlite-$mode.db" "$mode" 2>&1) \
+      || { echo "$out"; echo "$NAME: SQLite in $mode mode failed" >&2; exit 1; }
+    echo "sqlite $out"
+  done
+  rm -f "$MNT"/sqlite-* || { echo "$NAME: removing the databases failed" >&2; exit 1; }
 }
 
 # run_fs_mark: fs_mark (Debian's fsmark) on $MNT, 2 threads over 8 subdirectories each: 2 loops
