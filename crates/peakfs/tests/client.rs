@@ -526,6 +526,36 @@ fn a_change_of_attributes_lands_after_the_writer_s_uncommitted_writes() {
     assert_eq!(cl.client().stat(&c).unwrap().mode & 0o7777, 0o4755);
 }
 
+/// The mtime of written bytes is the time of the write, as on a local file system, also for
+/// bytes on other slices, whose commit carries it home later: the writer's stat shows it
+/// before the commit, everyone's after.
+#[test]
+fn the_mtime_of_a_write_is_its_time_not_its_commit_s() {
+    let now = || {
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        i64::try_from(t.unwrap().as_nanos()).unwrap()
+    };
+    let cl = Cluster::start(2);
+    let mut w = cl.client();
+    w.mkdir("/m", 0o755, Some(dir_of(DataDist::File))).unwrap();
+    let (path, fd, _) = remote_file(&mut w, "/m/late-close", 0o644);
+    let before = now();
+    w.pwrite(fd, &pattern(1, 300_000), 0).unwrap();
+    let written = now();
+    std::thread::sleep(Duration::from_millis(50));
+    let seen = w.stat(&path).unwrap().mtime_ns;
+    assert!(
+        (before..=written).contains(&seen),
+        "the writer sees its write's time"
+    );
+    w.close(fd).unwrap();
+    let committed = cl.client().stat(&path).unwrap().mtime_ns;
+    assert_eq!(
+        committed, seen,
+        "the commit 50 ms later brings that time home"
+    );
+}
+
 #[test]
 fn writes_are_visible_to_other_clients_after_close_or_fsync() {
     let cl = Cluster::start(2);

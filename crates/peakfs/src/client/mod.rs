@@ -7,8 +7,9 @@
 //! - a write returns once its requests are sent; the file's `unfinished_cnt` counts writes
 //!   whose replies have not arrived, bounded by [`ClientOptions::max_unfinished`];
 //! - `fsync` and `close` wait until `unfinished_cnt` is zero and then *commit*: one SETATTR
-//!   raises the size to the end of the writes at the inode's home, unless every write went to
-//!   the home slice (a WRITE there raises the size itself: a small file costs CREATE + WRITE);
+//!   raises the size to the end of the writes at the inode's home and sets the mtime to the
+//!   time of the last of them, unless every write went to the home slice (a WRITE there does
+//!   both itself: a small file costs CREATE + WRITE); a change of attributes commits first;
 //!   `fsync` also makes every slice written since the last commit durable (FSYNC). Data is visible to other clients
 //!   after `fsync` or `close` (commit consistency), not before;
 //! - a read cache with read-ahead per open file ([`readahead`]): a short read of block- or
@@ -250,6 +251,8 @@ struct OpenFile {
     pos: u64,
     /// End of the writes since the last commit.
     written_end: Option<u64>,
+    /// Time of the last write since the last commit: the mtime its commit sets.
+    written_at_ns: i64,
     /// Slices written since the last commit (to FSYNC), by route.
     dirty: BTreeMap<(u32, u32), u64>,
     /// The writes since the last commit drop the file's set-ID bits ([`Client::drop_set_id_bits`]).
@@ -563,7 +566,7 @@ impl Client {
         let b = self.call(home_lambda(ino), &Request::GetAttr { ino })?;
         let a = attr_of(op::GETATTR, &b)?;
         self.learn(&a);
-        Ok(self.with_local_size(a))
+        Ok(self.with_local_writes(a))
     }
 
     /// Fixes the I/O unit of I/O-based file `ino` to `unit` bytes unless a writer did first;
@@ -604,13 +607,17 @@ impl Client {
             f.dist = a.hint.data;
             f.ahead.clear(conns);
         });
-        Ok(self.with_local_size(a))
+        Ok(self.with_local_writes(a))
     }
 
-    /// `a` with its size raised to the end of this client's uncommitted writes to it.
-    fn with_local_size(&self, mut a: Attr) -> Attr {
+    /// `a` with its size raised to the end of this client's uncommitted writes to it, and
+    /// its mtime to the last of them.
+    fn with_local_writes(&self, mut a: Attr) -> Attr {
         for f in self.files.of_ino(a.ino) {
-            a.size = a.size.max(f.written_end.unwrap_or(0));
+            if let Some(end) = f.written_end {
+                a.size = a.size.max(end);
+                a.mtime_ns = a.mtime_ns.max(f.written_at_ns);
+            }
         }
         a
     }
@@ -651,7 +658,7 @@ impl Client {
         };
         self.learn(&a);
         self.dcache.put(pino, name, &a);
-        Ok(self.with_local_size(a))
+        Ok(self.with_local_writes(a))
     }
 
     /// Like [`Client::lookup`], but a cached directory dentry answers without an RPC.
@@ -1297,6 +1304,7 @@ impl Client {
                 size: a.size,
                 pos: 0,
                 written_end: None,
+                written_at_ns: 0,
                 dirty: BTreeMap::new(),
                 read_sent: false,
                 ahead: ReadAhead::default(),
@@ -1399,6 +1407,7 @@ impl Client {
         }
         let f = self.file(fd)?;
         f.written_end = Some(f.written_end.unwrap_or(0).max(end));
+        f.written_at_ns = now_ns();
         Ok(data.len())
     }
 
@@ -1422,6 +1431,7 @@ impl Client {
         let f = self.file(fd)?;
         let (ino, dist) = (f.ino, f.dist);
         let end = f.written_end.take();
+        let written_at_ns = f.written_at_ns;
         let dirty = std::mem::take(&mut f.dirty);
         let drop_set_id = std::mem::take(&mut f.drop_set_id);
         drained?;
@@ -1439,7 +1449,7 @@ impl Client {
             let set = SetAttr {
                 extend_to: Some(end),
                 layout: Some(dist),
-                mtime_ns: Some(now_ns()),
+                mtime_ns: Some(written_at_ns),
                 drop_set_id,
                 ..Default::default()
             };
