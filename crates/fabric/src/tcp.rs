@@ -676,6 +676,28 @@ impl Connection for TcpConnection {
     fn peer_addr(&self) -> SocketAddr {
         self.peer
     }
+
+    fn peer_closed(&self) -> bool {
+        let mut byte = 0u8;
+        // SAFETY: `recv` peeks at most one byte into `byte`, a local this call owns, from this
+        // connection's open socket; MSG_PEEK leaves the byte in the socket.
+        let n = unsafe {
+            libc::recv(
+                self.stream.as_raw_fd(),
+                (&raw mut byte).cast(),
+                1,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        match n {
+            0 => true,
+            n if n > 0 => false,
+            _ => !matches!(
+                io::Error::last_os_error().kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+            ),
+        }
+    }
 }
 
 /// True if `payload` goes out zero-copy (it is at least the threshold).

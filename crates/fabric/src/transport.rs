@@ -187,6 +187,13 @@ pub trait Connection: Send + fmt::Debug {
     fn close(&mut self) -> Result<(), TransportError>;
     /// The peer's address.
     fn peer_addr(&self) -> SocketAddr;
+    /// Whether the peer is known to have closed or reset the connection, told without waiting
+    /// and without taking anything from it: checked before an idle connection is used again,
+    /// so that a request is not lost on a connection whose peer restarted. The default cannot
+    /// tell.
+    fn peer_closed(&self) -> bool {
+        false
+    }
 }
 
 /// Accepts incoming connections.

@@ -653,3 +653,32 @@ fn a_connection_reply_is_sent_before_the_next_ready_connection_is_served() {
         assert_eq!(payload, b"ping", "request {}", header.request_id);
     }
 }
+
+#[test]
+fn an_idle_connection_tells_when_its_peer_closed_without_taking_its_bytes() {
+    let transport = TcpTransport::new(small_config());
+    let raw = StdListener::bind("127.0.0.1:0").unwrap();
+    let addr = raw.local_addr().unwrap().to_string();
+    let mut conn = transport.connect(&addr, TIMEOUT).unwrap();
+    let (mut peer, _) = raw.accept().unwrap();
+    assert!(!conn.peer_closed(), "an open, quiet connection");
+
+    // Bytes waiting are not a close, and the check leaves them for the next receive.
+    let header = Header::request(REVERSE, 7, 0);
+    peer.write_all(&raw_frame(header, b"still here")).unwrap();
+    thread::sleep(Duration::from_millis(20));
+    assert!(!conn.peer_closed());
+    let frame = conn.recv(TIMEOUT).unwrap();
+    assert_eq!(
+        (frame.header.request_id, frame.payload),
+        (7, &b"still here"[..])
+    );
+
+    // The peer goes away (a server killed): the connection says so, at once or soon.
+    drop(peer);
+    let until = Instant::now() + TIMEOUT;
+    while !conn.peer_closed() {
+        assert!(Instant::now() < until, "the close was never seen");
+        thread::sleep(Duration::from_millis(1));
+    }
+}

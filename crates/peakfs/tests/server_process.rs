@@ -2,7 +2,8 @@
 //! test, driven with raw pRPC requests. A server is killed with SIGKILL in the middle of
 //! writes and restarted on the same data file: every write acknowledged before the last
 //! completed fsync must be there (WAL recovery), and the file system must stay usable. At the
-//! end every process gets SIGTERM and must exit 0.
+//! end every process gets SIGTERM and must exit 0. A library client connected before a
+//! server restarts at the same address goes on using it.
 
 mod server_support;
 
@@ -57,13 +58,18 @@ fn spawn(bin: &str, args: &[&str], log: &Path) -> Proc {
 }
 
 fn server(master: &str, data: &Path, log: &Path) -> Proc {
+    server_at(master, "127.0.0.1:0", data, log)
+}
+
+/// A server listening on `listen`.
+fn server_at(master: &str, listen: &str, data: &Path, log: &Path) -> Proc {
     spawn(
         env!("CARGO_BIN_EXE_peakfs-server"),
         &[
             "--master",
             master,
             "--listen",
-            "127.0.0.1:0",
+            listen,
             "--data",
             data.to_str().unwrap(),
             "--data-size",
@@ -405,5 +411,62 @@ fn link_counts_io_units_and_hints_survive_kill_9_and_an_orphan_whose_client_is_g
     for p in procs {
         sigterm_exits_zero(p);
     }
+    sigterm_exits_zero(master);
+}
+
+/// A server killed and restarted at the same address takes a connected client's next request:
+/// the client sees that the server closed its idle connection and connects again, instead of
+/// losing the request (EIO) on the dead connection.
+#[test]
+fn a_client_s_first_request_after_a_server_restarts_at_its_address_succeeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let master = spawn(
+        env!("CARGO_BIN_EXE_peakfs-master"),
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--servers",
+            "2",
+            "--report-interval-ms",
+            "100",
+        ],
+        &d.join("master.log"),
+    );
+    let s0 = server(&master.addr, &d.join("s0.data"), &d.join("s0.log"));
+    let s1 = server(&master.addr, &d.join("s1.data"), &d.join("s1.log"));
+    let options = peakfs::client::ClientOptions {
+        timeout: Duration::from_secs(5),
+        ready_wait: Duration::from_secs(15),
+        ..Default::default()
+    };
+    let mut c = peakfs::client::Client::connect(&master.addr, options).unwrap();
+    // STATFS asks every slice, so every connection is in use.
+    c.statfs().unwrap();
+    let fd = c.create("/before", 0o644).unwrap();
+    c.pwrite(fd, b"fsynced", 0).unwrap();
+    c.fsync(fd).unwrap();
+    c.close(fd).unwrap();
+
+    let address = s1.addr.clone();
+    drop(s1); // SIGKILL
+    let s1 = server_at(
+        &master.addr,
+        &address,
+        &d.join("s1.data"),
+        &d.join("s1-restart.log"),
+    );
+    assert_eq!(s1.addr, address);
+    // Idle longer than the client's check interval (100 ms), as a client is while a server
+    // restarts.
+    std::thread::sleep(Duration::from_millis(150));
+    c.statfs().expect("the first request after the restart");
+    let fd = c.open("/before", libc::O_RDONLY, 0).unwrap();
+    assert_eq!(c.pread(fd, 100, 0).unwrap(), b"fsynced");
+    c.close(fd).unwrap();
+    drop(c);
+
+    sigterm_exits_zero(s0);
+    sigterm_exits_zero(s1);
     sigterm_exits_zero(master);
 }

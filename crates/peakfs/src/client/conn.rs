@@ -5,10 +5,12 @@
 //! Every reply wait is bounded by the RPC timeout: a dead or unreachable server turns into
 //! [`ClientError::Unreachable`] after it, never a hang. A connection that failed is dropped
 //! with all its in-flight requests (pending writes fail their file) and reconnected on the
-//! next request to that server.
+//! next request to that server. A connection found closed by its server before a request
+//! goes out on it idle (the server restarted at the same address) is replaced first, so that
+//! request is not lost with it.
 
 use std::collections::VecDeque;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use fabric::{
     Connection, Opcode, RpcClient, TcpConfig, TcpConnection, TcpTransport, Transport,
@@ -60,7 +62,12 @@ struct Server {
     rpc: Option<RpcClient<TcpConnection>>,
     pending: U64Map<Tag>,
     done: U64Map<Result<Vec<u8>, ClientError>>,
+    /// When the connection was last checked for a close by the server.
+    checked: Instant,
 }
+
+/// How often an idle connection is checked for a close by its server before it is used.
+const IDLE_CHECK: Duration = Duration::from_millis(100);
 
 /// Connections to every server of a cluster.
 #[derive(Debug)]
@@ -106,6 +113,7 @@ impl Conns {
                     rpc: None,
                     pending: U64Map::default(),
                     done: U64Map::default(),
+                    checked: Instant::now(),
                 })
                 .collect(),
             window: window.max(1),
@@ -151,6 +159,9 @@ impl Conns {
     /// The live connection to `server`, (re)connecting if needed.
     fn rpc(&mut self, server: u32) -> Result<&mut RpcClient<TcpConnection>, ClientError> {
         let s = server as usize;
+        if self.servers[s].pending.is_empty() && self.servers[s].rpc.is_some() {
+            self.replace_if_closed(server);
+        }
         if self.servers[s].rpc.is_none() {
             let conn = self
                 .transport
@@ -170,6 +181,24 @@ impl Conns {
         match self.servers[s].rpc.as_mut() {
             Some(rpc) => Ok(rpc),
             None => Err(ClientError::Internal("connection vanished")),
+        }
+    }
+
+    /// Drops `server`'s idle connection if the server closed it: it restarted, and a request
+    /// sent there would be lost (EIO) although the server is back. Checked at most every
+    /// [`IDLE_CHECK`] (one system call), so a busy client does not pay for it.
+    fn replace_if_closed(&mut self, server: u32) {
+        let s = &mut self.servers[server as usize];
+        let now = Instant::now();
+        if now.duration_since(s.checked) < IDLE_CHECK {
+            return;
+        }
+        s.checked = now;
+        if s.rpc
+            .as_mut()
+            .is_some_and(|rpc| rpc.connection().peer_closed())
+        {
+            self.fail_server(server, TransportError::Closed { mid_frame: false });
         }
     }
 
