@@ -57,6 +57,22 @@ fn spawn(bin: &str, args: &[&str], log: &Path) -> Proc {
     Proc { child, addr }
 }
 
+/// A master for 2 servers, logging to `dir`/master.log.
+fn master(dir: &Path) -> Proc {
+    spawn(
+        env!("CARGO_BIN_EXE_peakfs-master"),
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--servers",
+            "2",
+            "--report-interval-ms",
+            "100",
+        ],
+        &dir.join("master.log"),
+    )
+}
+
 fn server(master: &str, data: &Path, log: &Path) -> Proc {
     server_at(master, "127.0.0.1:0", data, log)
 }
@@ -159,18 +175,7 @@ fn writer(
 fn kill_9_during_writes_loses_nothing_fsynced_and_sigterm_exits_cleanly() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let master = spawn(
-        env!("CARGO_BIN_EXE_peakfs-master"),
-        &[
-            "--listen",
-            "127.0.0.1:0",
-            "--servers",
-            "2",
-            "--report-interval-ms",
-            "100",
-        ],
-        &d.join("master.log"),
-    );
+    let master = master(d);
     let s0 = server(&master.addr, &d.join("s0.data"), &d.join("s0.log"));
     let s1 = server(&master.addr, &d.join("s1.data"), &d.join("s1.log"));
     let uri = format!("http://{}", master.addr);
@@ -256,18 +261,7 @@ fn link_counts_io_units_and_hints_survive_kill_9_and_an_orphan_whose_client_is_g
  {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let master = spawn(
-        env!("CARGO_BIN_EXE_peakfs-master"),
-        &[
-            "--listen",
-            "127.0.0.1:0",
-            "--servers",
-            "2",
-            "--report-interval-ms",
-            "100",
-        ],
-        &d.join("master.log"),
-    );
+    let master = master(d);
     let mut procs = vec![
         server(&master.addr, &d.join("s0.data"), &d.join("s0.log")),
         server(&master.addr, &d.join("s1.data"), &d.join("s1.log")),
@@ -421,18 +415,7 @@ fn link_counts_io_units_and_hints_survive_kill_9_and_an_orphan_whose_client_is_g
 fn a_client_s_first_request_after_a_server_restarts_at_its_address_succeeds() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let master = spawn(
-        env!("CARGO_BIN_EXE_peakfs-master"),
-        &[
-            "--listen",
-            "127.0.0.1:0",
-            "--servers",
-            "2",
-            "--report-interval-ms",
-            "100",
-        ],
-        &d.join("master.log"),
-    );
+    let master = master(d);
     let s0 = server(&master.addr, &d.join("s0.data"), &d.join("s0.log"));
     let s1 = server(&master.addr, &d.join("s1.data"), &d.join("s1.log"));
     let options = peakfs::client::ClientOptions {
