@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use anyhow::Result;
+use clap::Parser;
 
 use crate::cargo;
 
@@ -16,7 +17,7 @@ use crate::cargo;
 const SCRIPT: &str = "ci/peakfs-cluster.sh";
 
 /// Arguments of `cargo xtask cluster`.
-#[derive(Debug, clap::Args)]
+#[derive(Debug, clap::Parser)]
 pub struct ClusterArgs {
     /// Give the master, every server and every client host its own network namespace, joined
     /// by veth pairs to a bridge (10.77.0.0/24; needs root). Default: all on 127.0.0.1.
@@ -52,16 +53,7 @@ impl ClusterArgs {
     /// The recipe in network namespaces with 3 servers and 2 client hosts, running its default
     /// benchmark: what CI runs.
     pub fn netns_check() -> Self {
-        Self {
-            netns: true,
-            servers: 3,
-            clients: 2,
-            workers: None,
-            data_mib: 1024,
-            release: false,
-            keep_logs: None,
-            command: Vec::new(),
-        }
+        Self::parse_from(["cluster", "--netns", "--servers", "3", "--clients", "2"])
     }
 }
 
@@ -98,4 +90,17 @@ pub fn run(args: &ClusterArgs) -> Result<()> {
     }
     recipe.arg("--").args(&args.command);
     cargo::run(&mut recipe)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ci_s_run_is_three_servers_and_two_client_hosts_in_namespaces_with_the_defaults() {
+        let args = ClusterArgs::netns_check();
+        assert!(args.netns && !args.release && args.command.is_empty());
+        assert_eq!((args.servers, args.clients, args.data_mib), (3, 2, 1024));
+        assert_eq!(args.workers, None);
+    }
 }

@@ -139,6 +139,12 @@ pub fn mode_without_set_id_bits(mode: u32) -> Option<u32> {
     (bits != 0).then_some(mode & 0o7777 & !bits)
 }
 
+/// `mode` (type and permission bits) after a drop of its set-ID bits; None when nothing drops
+/// ([`mode_without_set_id_bits`]).
+pub fn mode_after_set_id_drop(mode: u32) -> Option<u32> {
+    mode_without_set_id_bits(mode).map(|bits| (mode & libc::S_IFMT) | bits)
+}
+
 /// What a writer asks of the file its bytes go to, where the file's inode is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WrittenBy {
@@ -149,14 +155,10 @@ pub struct WrittenBy {
 }
 
 impl Inode {
-    /// Drops the set-ID bits a write by a caller without CAP_FSETID drops; true if any were set.
-    pub fn drop_set_id_bits(&mut self) -> bool {
-        match mode_without_set_id_bits(self.mode) {
-            Some(bits) => {
-                self.mode = (self.mode & libc::S_IFMT) | bits;
-                true
-            }
-            None => false,
+    /// Drops the set-ID bits a write by a caller without CAP_FSETID drops.
+    pub fn drop_set_id_bits(&mut self) {
+        if let Some(mode) = mode_after_set_id_drop(self.mode) {
+            self.mode = mode;
         }
     }
 

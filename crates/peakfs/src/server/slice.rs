@@ -13,7 +13,7 @@ use crate::protocol::{
     StatFs, is_dir_mode,
 };
 use crate::pstore::inode::{
-    DataDistribution, Hint as StoreHint, Inode, WrittenBy, mode_without_set_id_bits,
+    DataDistribution, Hint as StoreHint, Inode, WrittenBy, mode_after_set_id_drop,
 };
 use crate::pstore::table::U64Set;
 use crate::pstore::zone::ZoneTransfers;
@@ -716,9 +716,9 @@ impl Slice {
             // From the mode held here, not one the client saw: another client may have set a
             // bit since.
             if set.drop_set_id
-                && let Some(bits) = mode_without_set_id_bits(change.mode.unwrap_or(cur.mode))
+                && let Some(mode) = mode_after_set_id_drop(change.mode.unwrap_or(cur.mode))
             {
-                change.mode = Some((cur.mode & libc::S_IFMT) | bits);
+                change.mode = Some(mode);
             }
             if let Some(delta) = set.nlink_delta {
                 if cur.nlink == 0 {
