@@ -747,6 +747,20 @@ impl<'a> Request<'a> {
             )
     }
 
+    /// Whether a close or an fsync acknowledges this request's effect (a file's bytes, size
+    /// or attributes, §III-D's commit consistency): its server hands what it changed to the
+    /// device before it replies, so that a killed server process loses none of it.
+    pub fn is_acknowledged_at_close(&self) -> bool {
+        match self {
+            Request::Write { .. }
+            | Request::SetAttr { .. }
+            | Request::Truncate { .. }
+            | Request::IoUnit { .. } => true,
+            Request::Open { flags, .. } => flags & libc::O_TRUNC as u32 != 0,
+            _ => false,
+        }
+    }
+
     /// The opcode of this request.
     pub fn opcode(&self) -> Opcode {
         match self {

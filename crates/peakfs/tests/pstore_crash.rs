@@ -144,10 +144,30 @@ proptest! {
         behind in any::<bool>(),
         pump in any::<bool>(),
         kept in prop::option::of(any::<u64>()),
+        through in any::<bool>(),
     ) {
         let (ctrl, dev, cfg) = crash_store(behind);
         let s = PStore::format(dev.clone(), &cfg).unwrap();
-        let run = Run { ctrl: &ctrl, dev, cfg: &cfg, defer, pump, kept };
+        let run = Run { ctrl: &ctrl, dev, cfg: &cfg, defer, pump, kept, through, kill: false };
+        run.then_cut(s, Model::new(), &ops)?;
+    }
+
+    /// A server writes through what a close acknowledges (its writes and truncates) before
+    /// it answers. Killed (no power cut: the device keeps every write it got) and reopened on
+    /// the same boot, the store shows a state reached since the last write through or fsync.
+    #[test]
+    fn after_a_kill_the_state_is_one_reached_since_the_last_write_through(
+        ops in prop::collection::vec(op(), 1..40),
+        defer in any::<bool>(),
+        behind in any::<bool>(),
+        pump in any::<bool>(),
+    ) {
+        let (ctrl, dev, mut cfg) = crash_store(behind);
+        cfg.page_cache_survived = true;
+        let s = PStore::format(dev.clone(), &cfg).unwrap();
+        let run = Run {
+            ctrl: &ctrl, dev, cfg: &cfg, defer, pump, kept: None, through: true, kill: true,
+        };
         run.then_cut(s, Model::new(), &ops)?;
     }
 }
@@ -163,6 +183,10 @@ struct Run<'a> {
     pump: bool,
     /// [`power_cut`]'s choice of blocks the write cache wrote back.
     kept: Option<u64>,
+    /// [`PStore::write_through`] after each write and truncate, as a server does.
+    through: bool,
+    /// End with the process killed instead of the power cut: nothing the device got is lost.
+    kill: bool,
 }
 
 impl Run<'_> {
@@ -187,14 +211,20 @@ impl Run<'_> {
             if self.pump {
                 s.pump().unwrap();
             }
-            if matches!(op, Op::Fsync) {
+            let written_through = self.through && matches!(op, Op::Write(..) | Op::Truncate(..));
+            if written_through {
+                s.write_through().unwrap();
+            }
+            if matches!(op, Op::Fsync) || (self.kill && written_through) {
                 allowed.clear();
             }
             allowed.push(m.clone());
         }
         let made_current = s.stats().checkpoints - before;
         drop(s);
-        power_cut(self.ctrl, self.kept);
+        if !self.kill {
+            power_cut(self.ctrl, self.kept);
+        }
         let mut r = PStore::open(self.dev, self.cfg).unwrap();
         let got = state(&mut r);
         if let Err(e) = recovered_fits(&got, &allowed) {
@@ -987,7 +1017,9 @@ proptest! {
         kept in prop::option::of(any::<u64>()),
     ) {
         let (ctrl, dev, cfg, s, m) = store_in_pieces(300, behind, None);
-        let run = Run { ctrl: &ctrl, dev, cfg: &cfg, defer, pump: true, kept };
+        let run = Run {
+            ctrl: &ctrl, dev, cfg: &cfg, defer, pump: true, kept, through: false, kill: false,
+        };
         let (between_pieces, made_current) = run.then_cut(s, m, &ops)?;
         prop_assert!(between_pieces > 0, "no request ran while a checkpoint was being written");
         prop_assert!(made_current > 0, "no checkpoint was made current");

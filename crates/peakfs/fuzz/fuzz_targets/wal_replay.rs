@@ -20,6 +20,11 @@ fuzz_target!(|data: &[u8]| {
     let raw = Wal::replay(FS_ID, body, first_seq);
     assert!(raw.end as usize <= body.len());
     assert_eq!(raw.next_seq - first_seq, raw.frames.len() as u64);
+    // After a reboot: a prefix of those frames, the numbers of all of them used.
+    let mut flushed = Wal::replay(FS_ID, body, first_seq);
+    flushed.keep_flushed();
+    assert!(flushed.end <= raw.end && flushed.next_seq == raw.next_seq);
+    assert_eq!(flushed.frames[..], raw.frames[..flushed.frames.len()]);
 
     // Raw bytes as one frame's records.
     if let Ok(records) = Record::decode_all(body) {

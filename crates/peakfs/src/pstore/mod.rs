@@ -189,6 +189,12 @@ pub struct PStoreConfig {
     /// How long a checkpoint to take, or one to make current, waits at most for the data and
     /// log its commit would write to be written behind (2 ms; see [`DRAIN_WAIT`]).
     pub drain_wait: Duration,
+    /// Whether the page cache of the device outlived whatever wrote the zone last (the same
+    /// boot: a server process killed, not a machine gone down). Then recovery replays the
+    /// frames written before the data pages they name were flushed
+    /// ([`PStore::write_through`]); otherwise only those up to the last
+    /// [`wal::Record::DataDurable`] mark (false by default).
+    pub page_cache_survived: bool,
 }
 
 impl PStoreConfig {
@@ -213,6 +219,7 @@ impl PStoreConfig {
             checkpoint_step: CHECKPOINT_STEP,
             log_write_ahead: LOG_WRITE_AHEAD,
             drain_wait: DRAIN_WAIT,
+            page_cache_survived: false,
         }
     }
 }
@@ -685,6 +692,7 @@ impl MetaIo<'_> {
             self.data.mark_unflushed();
             return Err(e.into());
         }
+        self.mark_data_durable()?;
         let (zone, wal_start) = (self.zone, self.wal_start);
         self.wal
             .write_out(|page, bytes| zone.write(wal_start + page, bytes))?;
@@ -692,6 +700,25 @@ impl MetaIo<'_> {
             zone.flush()?;
             *self.synced = true;
         }
+        Ok(())
+    }
+
+    /// Marks the frames so far as naming only flushed data pages (see [`wal::Record::DataDurable`]).
+    fn mark_data_durable(&mut self) -> Result<(), PStoreError> {
+        // Wal::fits kept the room: a refusal means the log is not what this store wrote.
+        self.wal
+            .mark_data_durable()
+            .map_err(|e| PStoreError::Corrupt(format!("log mark: {e}")))
+    }
+
+    /// Writes the staged data pages, then the unwritten WAL frames, without flushing the
+    /// device (see [`PStore::write_through`]).
+    fn write_unflushed(&mut self, sent: &dyn KeyedPages) -> Result<(), PStoreError> {
+        self.finish_behind(sent);
+        self.data.write_out(self.zone)?;
+        let (zone, wal_start) = (self.zone, self.wal_start);
+        self.wal
+            .write_out(|page, bytes| zone.write(wal_start + page, bytes))?;
         Ok(())
     }
 }
@@ -787,11 +814,12 @@ impl MetaIo<'_> {
     /// until then ([`InodeIo::start_write_behind`]), and each command copies its bytes as it
     /// goes out.
     fn stage_behind(&mut self, blocks: &[u64]) -> Result<(), PStoreError> {
-        let b = &mut self.behind;
         // Ordered, as in `sync_log`: data pages, flush, log, flush, inode blocks.
         if self.data.take_unflushed() {
-            self.zone.stage_flush(&mut b.batch);
+            self.zone.stage_flush(&mut self.behind.batch);
         }
+        self.mark_data_durable()?;
+        let b = &mut self.behind;
         if let Some((page, upto, frames)) = self.wal.unwritten_range() {
             let pages = frames.len().div_ceil(PAGE) * PAGE;
             self.zone
@@ -1202,7 +1230,8 @@ impl PStore {
         })
     }
 
-    /// Opens the PStore in the zone of `cfg` (only the zone and Icache settings are used):
+    /// Opens the PStore in the zone of `cfg` (only the zone and Icache settings and
+    /// [`PStoreConfig::page_cache_survived`] are used):
     /// loads the last checkpoint, replays the WAL and checkpoints.
     pub fn open(dev: Arc<NvmeDevice>, cfg: &PStoreConfig) -> Result<Self, PStoreError> {
         let zone = Self::zone(dev, cfg)?;
@@ -1224,9 +1253,14 @@ impl PStore {
         let mut log = vec![0u8; (sb.wal_pages as usize) * PAGE];
         s.zone.read(sb.wal_start, &mut log)?;
         let from = usize::try_from(sb.wal_offset).unwrap_or(usize::MAX);
-        let replay = Wal::replay(sb.fs_id, &log[from..], sb.wal_seq);
+        let mut replay = Wal::replay(sb.fs_id, &log[from..], sb.wal_seq);
+        let found = replay.frames.len();
+        if !cfg.page_cache_survived {
+            replay.keep_flushed();
+        }
         tracing::debug!(
             frames = replay.frames.len(),
+            dropped = found - replay.frames.len(),
             bytes = replay.end,
             "PStore WAL replay"
         );
@@ -1657,6 +1691,19 @@ impl PStore {
         }
         self.behind.log_ahead = true;
         Ok(true)
+    }
+
+    /// Hands every operation so far to the device without flushing it: the staged data
+    /// pages, then the log. A server does it before it answers what a close or an fsync
+    /// acknowledges: a process killed after that loses none of it (the page cache, or the
+    /// device, holds it), and a restart on the same boot replays it
+    /// ([`PStoreConfig::page_cache_survived`]). After a power cut only what an fsync, a
+    /// checkpoint or a later log write made durable stays. With the mmap backend and the
+    /// worker's own queue this is a copy into the mapping.
+    pub fn write_through(&mut self) -> Result<(), PStoreError> {
+        self.settle()?;
+        let (cache, mut io) = self.meta_io();
+        io.write_unflushed(&*cache)
     }
 
     /// Makes every operation so far durable (the data written and all metadata).

@@ -14,6 +14,14 @@
 //! ignored, and every complete frame is applied whole. Frames are buffered in memory and
 //! written at commit (group commit); the page holding the log end is rewritten by the next
 //! commit. A checkpoint empties the log.
+//!
+//! A server also writes frames to the device before their data pages were flushed (without a
+//! flush: [`super::PStore::write_through`]), so that a killed process loses nothing it
+//! answered. The page cache keeps both, in full, until the machine goes down; after a power
+//! cut, though, such a frame may be on the disk while the pages it names are not. So every
+//! log write that follows a flush of the data pages first appends a [`Record::DataDurable`]
+//! frame, and a replay after a reboot ([`Replay::keep_flushed`]) applies frames only up to the
+//! last one: no frame then names pages that may hold another file's old bytes.
 
 use std::ops::Range;
 
@@ -24,6 +32,8 @@ use super::table::PageRun;
 pub const FRAME_HEADER: usize = 16;
 /// Upper bound on one encoded record (a dentry with a 255-byte name).
 pub const MAX_RECORD: usize = 1 + 8 + 1 + 255 + 8;
+/// Bytes of a [`Record::DataDurable`] frame.
+const MARK_FRAME: usize = FRAME_HEADER + 1;
 
 /// One change to a table, bitmap, the dentry index or an inode.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,6 +120,9 @@ pub enum Record {
         /// inode number
         ino: u64,
     },
+    /// Every data page that the frames before this one name was flushed before this frame
+    /// was written (see the module notes).
+    DataDurable,
 }
 
 /// Errors of WAL decoding and appending.
@@ -257,6 +270,7 @@ impl Record {
                 out.push(13);
                 out.extend_from_slice(&ino.to_le_bytes());
             }
+            Record::DataDurable => out.push(14),
         }
     }
 
@@ -302,6 +316,7 @@ impl Record {
                 }
                 12 => Record::NextIno { next: r.u64()? },
                 13 => Record::Orphan { ino: r.u64()? },
+                14 => Record::DataDurable,
                 _ => return Err(WalError::Malformed(at)),
             };
             out.push(rec);
@@ -326,6 +341,9 @@ pub struct Wal {
     /// Bytes of `buf` already on the device.
     written: usize,
     next_seq: u64,
+    /// Log bytes up to the end of the last [`Record::DataDurable`] frame (or of the frames a
+    /// replay left): frames after it want one before the next log write after a data flush.
+    marked: u64,
 }
 
 /// The result of reading a log region.
@@ -337,6 +355,20 @@ pub struct Replay {
     pub end: u64,
     /// Sequence number after the last complete frame.
     pub next_seq: u64,
+    /// Frames, and their log bytes, up to the end of the last [`Record::DataDurable`] frame.
+    flushed: (usize, u64),
+}
+
+impl Replay {
+    /// Keeps only the frames up to the last [`Record::DataDurable`] frame: a replay after a
+    /// reboot, when frames written after it may name data pages the disk never got. The
+    /// sequence numbers of the frames dropped stay used, so that the frames written from
+    /// here on never chain onto those still on the device.
+    pub fn keep_flushed(&mut self) {
+        let (frames, end) = self.flushed;
+        self.frames.truncate(frames);
+        self.end = end;
+    }
 }
 
 impl Wal {
@@ -350,6 +382,7 @@ impl Wal {
             buf_start: 0,
             written: 0,
             next_seq,
+            marked: 0,
         }
     }
 
@@ -383,6 +416,7 @@ impl Wal {
         self.buf = log[from..].to_vec();
         self.buf_start = from as u64;
         self.written = self.buf.len();
+        self.marked = log.len() as u64;
     }
 
     /// Sequence number of the next frame.
@@ -415,9 +449,21 @@ impl Wal {
         self.unwritten_bytes() > 0
     }
 
-    /// Whether a frame of `body` bytes fits.
+    /// Whether a frame of `body` bytes fits, with room left for the
+    /// [`Record::DataDurable`] frame that may follow it.
     pub fn fits(&self, body: usize) -> bool {
-        self.len() + (FRAME_HEADER + body) as u64 <= self.capacity
+        self.len() + (FRAME_HEADER + body + MARK_FRAME) as u64 <= self.capacity
+    }
+
+    /// Appends a [`Record::DataDurable`] frame, if frames came after the last one: the caller
+    /// flushed the data pages that every frame so far names, and writes this frame after
+    /// that flush. [`Self::fits`] kept room for it.
+    pub fn mark_data_durable(&mut self) -> Result<(), WalError> {
+        if self.len() > self.marked {
+            self.append(&[Record::DataDurable])?;
+            self.marked = self.len();
+        }
+        Ok(())
     }
 
     /// Appends one transaction frame.
@@ -501,6 +547,7 @@ impl Wal {
         self.buf.clear();
         self.buf_start = 0;
         self.written = 0;
+        self.marked = 0;
     }
 
     /// Reads the frames of a log region that start at `first_seq`; stops at the first frame
@@ -509,6 +556,7 @@ impl Wal {
         let mut at = 0usize;
         let mut seq = first_seq;
         let mut frames = Vec::new();
+        let mut flushed = (0, 0);
         while let Some(h) = region.get(at..at + FRAME_HEADER) {
             let len = u32::from_le_bytes([h[0], h[1], h[2], h[3]]) as usize;
             let crc = u32::from_le_bytes([h[4], h[5], h[6], h[7]]);
@@ -526,14 +574,19 @@ impl Wal {
             let Ok(records) = Record::decode_all(&frame[FRAME_HEADER..]) else {
                 break;
             };
+            let mark = records.contains(&Record::DataDurable);
             frames.push(records);
             at += len;
             seq += 1;
+            if mark {
+                flushed = (frames.len(), at as u64);
+            }
         }
         Replay {
             frames,
             end: at as u64,
             next_seq: seq,
+            flushed,
         }
     }
 }
@@ -575,6 +628,7 @@ mod tests {
             },
             Record::InoUnmap { ino: 9 },
             Record::InodeFree { slot: 3 },
+            Record::DataDurable,
         ]
     }
 
@@ -689,5 +743,73 @@ mod tests {
         assert!(matches!(wal.append(&sample()), Err(WalError::Full { .. })));
         assert_eq!(wal.len(), len);
         assert_eq!(wal.next_seq(), 1);
+    }
+
+    #[test]
+    fn a_replay_after_a_reboot_stops_at_the_last_data_durable_mark_and_skips_the_rest_s_numbers() {
+        let rec = [Record::NextIno { next: 7 }];
+        let mut wal = Wal::new(42, 512, 8192, 5);
+        let mut region = vec![0u8; 8192];
+        // Nothing logged since the last mark: no second mark.
+        wal.mark_data_durable().unwrap();
+        assert!(wal.is_empty());
+        wal.append(&rec).unwrap();
+        wal.append(&rec).unwrap();
+        wal.mark_data_durable().unwrap();
+        let marked = wal.len();
+        wal.mark_data_durable().unwrap();
+        assert_eq!(
+            wal.len(),
+            marked,
+            "one mark per flush that has frames to cover"
+        );
+        // Written before their data pages were flushed.
+        wal.append(&rec).unwrap();
+        wal.append(&rec).unwrap();
+        written(&mut wal, &mut region);
+
+        let all = Wal::replay(42, &region, 5);
+        assert_eq!((all.frames.len(), all.next_seq), (5, 10));
+        let mut flushed = Wal::replay(42, &region, 5);
+        flushed.keep_flushed();
+        assert_eq!(flushed.frames.len(), 3, "two frames and their mark");
+        assert_eq!(flushed.frames[2], vec![Record::DataDurable]);
+        assert_eq!((flushed.end, flushed.next_seq), (marked, 10));
+
+        // The log goes on after the mark with numbers the dropped frames never had.
+        let mut again = Wal::after_replay(42, 512, &region, 0, &flushed);
+        assert_eq!((again.len(), again.next_seq()), (marked, 10));
+        again.append(&rec).unwrap();
+        written(&mut again, &mut region);
+        let mut r = Wal::replay(42, &region, 5);
+        assert_eq!(
+            r.frames.len(),
+            3,
+            "the new frame does not chain onto the mark"
+        );
+        r.keep_flushed();
+        assert_eq!(r.frames.len(), 3);
+
+        // A log with no mark at all keeps nothing after a reboot.
+        let mut bare = Wal::new(42, 512, 8192, 0);
+        bare.append(&rec).unwrap();
+        let mut region = vec![0u8; 8192];
+        written(&mut bare, &mut region);
+        let mut r = Wal::replay(42, &region, 0);
+        r.keep_flushed();
+        assert_eq!((r.frames.len(), r.end, r.next_seq), (0, 0, 1));
+    }
+
+    #[test]
+    fn a_frame_that_fits_leaves_room_for_its_mark() {
+        let rec = [Record::NextIno { next: 7 }];
+        let body = 9;
+        let capacity = (2 * FRAME_HEADER + body + 1) as u64;
+        let mut wal = Wal::new(1, 512, capacity, 0);
+        assert!(wal.fits(body));
+        wal.append(&rec).unwrap();
+        assert!(!wal.fits(0));
+        wal.mark_data_durable().unwrap();
+        assert_eq!(wal.len(), capacity);
     }
 }

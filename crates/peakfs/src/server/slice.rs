@@ -432,8 +432,19 @@ impl Slice {
         .map_err(fail)
     }
 
-    /// Runs `req` on this slice and appends the reply payload to `out`.
+    /// Runs `req` on this slice and appends the reply payload to `out`. What a close or an
+    /// fsync acknowledges reaches the device (not flushed) before the reply: a server killed
+    /// after it answered loses none of it ([`PStore::write_through`]).
     pub fn execute(&mut self, req: Request<'_>, out: &mut Vec<u8>) -> Result<(), Failure> {
+        let through = req.is_acknowledged_at_close();
+        self.run(req, out)?;
+        if through {
+            self.store.write_through().map_err(fail)?;
+        }
+        Ok(())
+    }
+
+    fn run(&mut self, req: Request<'_>, out: &mut Vec<u8>) -> Result<(), Failure> {
         // Its memory may hold changes its log lacks: no answer from it either.
         if self.store.is_halted() {
             return Err(fail(PStoreError::Halted));

@@ -26,8 +26,11 @@ const SB_MAGIC_PREFIX: &[u8; 7] = b"PKFSSRV";
 /// inode's sequence number (`placement`), so data written by a format-1 build under the
 /// file-based hint would be looked for on other slices. 3: a zone's superblock says where in
 /// its log replay starts (checkpoints written between requests). 4: checkpoints are encoded
-/// between requests too, as walks that end with a marker (`pstore::checkpoint`).
-pub const FORMAT_VERSION: u8 = 4;
+/// between requests too, as walks that end with a marker (`pstore::checkpoint`). 5: the log
+/// holds frames written before the data they name was flushed, and marks after flushes
+/// (`wal::Record::DataDurable`); the superblock names the boot that last opened the volume,
+/// which tells a recovery whether those frames can be trusted.
+pub const FORMAT_VERSION: u8 = 5;
 const SB_MAGIC: u64 = u64::from_le_bytes(magic(FORMAT_VERSION));
 
 const fn magic(version: u8) -> [u8; 8] {
@@ -116,7 +119,13 @@ pub struct ServerSuper {
     pub block_size: u32,
     /// LBAs per zone.
     pub zone_lbas: u64,
+    /// The kernel's boot id when a server last opened the volume (zeros: unknown). A server
+    /// that finds its own boot here knows the page cache kept everything the last one wrote.
+    pub boot: [u8; 16],
 }
+
+/// Bytes of the superblock that its checksum covers.
+const SB_BODY: usize = 48;
 
 impl ServerSuper {
     fn encode(&self) -> Vec<u8> {
@@ -126,6 +135,7 @@ impl ServerSuper {
             b.extend_from_slice(&v.to_le_bytes());
         }
         b.extend_from_slice(&self.zone_lbas.to_le_bytes());
+        b.extend_from_slice(&self.boot);
         let crc = common::hash::crc32c(&b);
         b.extend_from_slice(&crc.to_le_bytes());
         b.resize(LBA as usize, 0);
@@ -137,15 +147,19 @@ impl ServerSuper {
         if b.iter().all(|&x| x == 0) {
             return Found::Empty;
         }
-        let (Some(body), Some(crc)) = (b.get(..32), b.get(32..36)) else {
+        // Each format has its own layout after the magic (and checksum position).
+        if let Some(magic) = b.get(..8)
+            && magic[..7] == SB_MAGIC_PREFIX[..]
+            && magic != SB_MAGIC.to_le_bytes()
+        {
+            return Found::OtherFormat(magic[7].wrapping_sub(b'0'));
+        }
+        let (Some(body), Some(crc)) = (b.get(..SB_BODY), b.get(SB_BODY..SB_BODY + 4)) else {
             return Found::Foreign;
         };
         let crc = u32::from_le_bytes(crc.try_into().unwrap_or_default());
-        if crc != common::hash::crc32c(body) || body[..7] != SB_MAGIC_PREFIX[..] {
+        if crc != common::hash::crc32c(body) || body[..8] != SB_MAGIC.to_le_bytes() {
             return Found::Foreign;
-        }
-        if body[..8] != SB_MAGIC.to_le_bytes() {
-            return Found::OtherFormat(body[7].wrapping_sub(b'0'));
         }
         let u32_at = |i: usize| u32::from_le_bytes(body[i..i + 4].try_into().unwrap_or_default());
         let u64_at = |i: usize| u64::from_le_bytes(body[i..i + 8].try_into().unwrap_or_default());
@@ -155,6 +169,7 @@ impl ServerSuper {
             workers: u32_at(16),
             block_size: u32_at(20),
             zone_lbas: u64_at(24),
+            boot: body[32..48].try_into().unwrap_or_default(),
         })
     }
 }
@@ -308,9 +323,18 @@ impl Storage {
                     });
                 }
             }
-            return (0..workers)
+            let boot = boot_id();
+            let survived = boot.is_some_and(|b| b == sb.boot);
+            if !survived {
+                tracing::info!(
+                    "the machine restarted since the volume was last open: recovery keeps the \
+                     log up to the last data flush"
+                );
+            }
+            let stores = (0..workers)
                 .map(|w| {
-                    let cfg = self.zone_config(&sb, layout, w);
+                    let mut cfg = self.zone_config(&sb, layout, w);
+                    cfg.page_cache_survived = survived;
                     let ps = PStore::open(self.dev.clone(), &cfg)
                         .map_err(|source| StorageError::Store { zone: w, source })?;
                     let formatted = ps.stats().inode_slots;
@@ -327,7 +351,14 @@ impl Storage {
                     }
                     Ok(ps)
                 })
-                .collect();
+                .collect::<Result<Vec<_>, _>>()?;
+            // Before any frame of this run is written: it is this boot's.
+            let sb = ServerSuper {
+                boot: boot.unwrap_or_default(),
+                ..sb
+            };
+            self.write_super(&sb)?;
+            return Ok(stores);
         }
         let lbas = self.dev.geometry().capacity_blocks();
         let zone_lbas = (lbas.saturating_sub(1) / u64::from(workers)) & !7;
@@ -340,6 +371,7 @@ impl Storage {
             workers,
             block_size: layout.block_size(),
             zone_lbas,
+            boot: boot_id().unwrap_or_default(),
         };
         let mut stores = Vec::with_capacity(workers as usize);
         for w in 0..workers {
@@ -362,13 +394,38 @@ impl Storage {
             stores.push(ps);
         }
         // The superblock last: a crash while formatting leaves an unformatted device.
+        self.write_super(&sb)?;
+        Ok(stores)
+    }
+
+    /// Writes and flushes the server superblock.
+    fn write_super(&mut self, sb: &ServerSuper) -> Result<(), StorageError> {
         self.dev
             .write_blocks(0, &sb.encode())
             .and_then(|()| self.dev.flush())
             .map_err(|e| StorageError::Device(e.to_string()))?;
-        self.existing = Some(sb);
-        Ok(stores)
+        self.existing = Some(*sb);
+        Ok(())
     }
+}
+
+/// The kernel's id of this boot (`/proc/sys/kernel/random/boot_id`), if it can be read.
+fn boot_id() -> Option<[u8; 16]> {
+    let text = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    parse_boot_id(&text)
+}
+
+/// The 16 bytes of a boot id written as a UUID.
+fn parse_boot_id(text: &str) -> Option<[u8; 16]> {
+    let hex: String = text.trim().chars().filter(|&c| c != '-').collect();
+    if hex.len() != 32 {
+        return None;
+    }
+    let mut id = [0u8; 16];
+    for (i, b) in id.iter_mut().enumerate() {
+        *b = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(id)
 }
 
 impl Storage {
@@ -474,6 +531,7 @@ mod tests {
             workers: 2,
             block_size: 65536,
             zone_lbas: 8192,
+            boot: [7; 16],
         };
         assert_eq!(ServerSuper::classify(&[0; 4096]), Found::Empty);
         let b = sb.encode();
@@ -503,6 +561,67 @@ mod tests {
         b
     }
 
+    /// Frames written through (before their data was flushed) are replayed when the volume
+    /// reopens on the boot that wrote them, and dropped when its superblock names another.
+    #[test]
+    fn a_volume_reopened_on_another_boot_keeps_its_log_up_to_the_last_data_flush() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("data");
+        let layout = Layout::new(1, 2, 65536).unwrap();
+        let reg = libc::S_IFREG | 0o644;
+        let write_through = |zones: &mut [PStore], name: &[u8]| {
+            let z = &mut zones[0];
+            z.defer_settle(true).unwrap();
+            let f = z.create(ROOT_INO, name, reg, 0, 0, StoreHint::default());
+            z.write(f.unwrap().ino, 0, b"bytes").unwrap();
+            z.write_through().unwrap();
+            // Dropped without a commit: a killed process.
+        };
+        let boot = boot_id();
+        {
+            let mut s = Storage::open(&two_workers(&path)).unwrap();
+            let mut zones = s.zones(0, &layout, StoreHint::default()).unwrap();
+            write_through(&mut zones, b"first");
+        }
+        {
+            let mut s = Storage::open(&two_workers(&path)).unwrap();
+            let mut zones = s.zones(0, &layout, StoreHint::default()).unwrap();
+            assert_eq!(s.existing().unwrap().boot, boot.unwrap_or_default());
+            // A machine without a boot id trusts no frame written through.
+            let found = zones[0].lookup(ROOT_INO, b"first").is_some();
+            assert_eq!(found, boot.is_some());
+            write_through(&mut zones, b"second");
+        }
+        let mut s = Storage::open(&two_workers(&path)).unwrap();
+        let another = ServerSuper {
+            boot: [0xAB; 16],
+            ..s.existing().unwrap()
+        };
+        s.write_super(&another).unwrap();
+        let mut zones = s.zones(0, &layout, StoreHint::default()).unwrap();
+        // The first came back with the last open's recovery, which flushed it.
+        assert_eq!(
+            zones[0].lookup(ROOT_INO, b"first").is_some(),
+            boot.is_some()
+        );
+        assert!(zones[0].lookup(ROOT_INO, b"second").is_none());
+        assert_eq!(s.existing().unwrap().boot, boot.unwrap_or_default());
+    }
+
+    #[test]
+    fn a_boot_id_reads_as_its_16_bytes_and_anything_else_as_none() {
+        let id = parse_boot_id("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0\n").unwrap();
+        assert_eq!(id[..4], [0x0f, 0x1e, 0x2d, 0x3c]);
+        assert_eq!(id[15], 0xf0);
+        for bad in ["", "0f1e2d3c", "zz1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"] {
+            assert_eq!(parse_boot_id(bad), None, "{bad:?}");
+        }
+        // This machine's, when it has one: the same on every read.
+        if let Some(b) = boot_id() {
+            assert_eq!(boot_id(), Some(b));
+        }
+    }
+
     #[test]
     fn a_zone_has_an_inode_per_bytes_per_inode_an_icache_of_the_budget_a_log_of_a_32nd_and_three_queues()
      {
@@ -513,6 +632,7 @@ mod tests {
             workers: 2,
             block_size: 65536,
             zone_lbas: (mib << 20) / u64::from(LBA),
+            boot: [0; 16],
         };
         let default = DEFAULT_BYTES_PER_INODE;
         // 512 MiB: 32,768 inode slots (one per 16 KiB); 64 MiB of cache; WAL 16 MiB.
@@ -685,7 +805,8 @@ mod tests {
         bytes[..4096].copy_from_slice(&lba0);
         std::fs::write(&old, &bytes).unwrap();
         let msg = refused(&two_workers(&old)).expect("an older format was opened");
-        assert!(msg.contains("format 1, this build reads format 4"), "{msg}");
+        let expected = format!("format 1, this build reads format {FORMAT_VERSION}");
+        assert!(msg.contains(&expected), "{msg}");
         assert_eq!(std::fs::read(&old).unwrap(), bytes, "refusing wrote to it");
         let forced = ServerConfig {
             force_format: true,
