@@ -524,3 +524,49 @@ fn every_write_a_close_acknowledged_survives_kill_9_of_every_server() {
     }
     sigterm_exits_zero(master);
 }
+
+/// A server restarted at another address is found through the master: the client cannot
+/// connect to the address it had, asks the master where that server is now, and goes on.
+/// The restarted server waits for the master to free its index (its old address missed its
+/// reports) before it takes it.
+#[test]
+fn a_client_finds_a_server_restarted_at_another_address_through_the_master() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let master = master(d);
+    let s0 = server(&master.addr, &d.join("s0.data"), &d.join("s0.log"));
+    let s1 = server(&master.addr, &d.join("s1.data"), &d.join("s1.log"));
+    let options = peakfs::client::ClientOptions {
+        timeout: Duration::from_secs(5),
+        ready_wait: Duration::from_secs(15),
+        ..Default::default()
+    };
+    let mut c = peakfs::client::Client::connect(&master.addr, options).unwrap();
+    c.statfs().unwrap();
+    let fd = c.create("/before", 0o644).unwrap();
+    c.pwrite(fd, b"closed", 0).unwrap();
+    c.close(fd).unwrap();
+
+    let old = s1.addr.clone();
+    drop(s1); // SIGKILL
+    let s1 = server(&master.addr, &d.join("s1.data"), &d.join("s1-moved.log"));
+    assert_ne!(s1.addr, old);
+    // Its address reached the master before it printed it; requests that were on their way
+    // to the dead server may fail, the next ones not.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while let Err(e) = c.statfs() {
+        assert!(
+            Instant::now() < deadline,
+            "never found the moved server: {e}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let fd = c.open("/before", libc::O_RDONLY, 0).unwrap();
+    assert_eq!(c.pread(fd, 100, 0).unwrap(), b"closed");
+    c.close(fd).unwrap();
+    drop(c);
+
+    sigterm_exits_zero(s0);
+    sigterm_exits_zero(s1);
+    sigterm_exits_zero(master);
+}

@@ -86,6 +86,9 @@ pub struct Conns {
     thread: u64,
     /// The first failure of a burst's requests, until the burst returns it.
     burst_error: Option<ClientError>,
+    /// The master's URI, asked for a server's address when a connection to it fails (the
+    /// server may have come back at another one).
+    master: Option<String>,
 }
 
 impl Conns {
@@ -123,11 +126,32 @@ impl Conns {
             head: Vec::with_capacity(64),
             thread,
             burst_error: None,
+            master: None,
         };
         for s in 0..conns.servers.len() {
             conns.rpc(s as u32)?;
         }
         Ok(conns)
+    }
+
+    /// Asks the master at `uri` for a server's address whenever a connection to that server
+    /// cannot be made: a server restarted at another address registers it there.
+    pub fn ask_master_on_failure(&mut self, uri: String) {
+        self.master = Some(uri);
+    }
+
+    /// The address the master holds for `server` now, if a master is known and it differs
+    /// from the one this client used.
+    fn moved(&self, server: u32) -> Option<String> {
+        let view = crate::master::fetch_view_once(self.master.as_deref()?, self.timeout)
+            .inspect_err(|e| tracing::debug!(error = %e, "cluster view not refreshed"))
+            .ok()?;
+        let addr = view
+            .servers
+            .into_iter()
+            .find(|s| s.index == server)?
+            .data_addr;
+        (addr != self.servers[server as usize].addr).then_some(addr)
     }
 
     /// The cluster layout.
@@ -163,10 +187,19 @@ impl Conns {
             self.replace_if_closed(server);
         }
         if self.servers[s].rpc.is_none() {
-            let conn = self
-                .transport
-                .connect(&self.servers[s].addr, self.timeout)
-                .map_err(|e| self.unreachable(server, e))?;
+            let conn = match self.transport.connect(&self.servers[s].addr, self.timeout) {
+                Ok(conn) => conn,
+                Err(e) => {
+                    let Some(addr) = self.moved(server) else {
+                        return Err(self.unreachable(server, e));
+                    };
+                    tracing::info!(server, from = %self.servers[s].addr, to = %addr, "server moved");
+                    self.servers[s].addr = addr;
+                    self.transport
+                        .connect(&self.servers[s].addr, self.timeout)
+                        .map_err(|e| self.unreachable(server, e))?
+                }
+            };
             let mut rpc = RpcClient::new(conn, self.window, self.timeout);
             // First, and sent now: the server's acceptor waits for it to pick our thread. Its
             // (empty) reply is collected with the next ones.

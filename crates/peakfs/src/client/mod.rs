@@ -456,7 +456,9 @@ impl Client {
                 }
             }
         }
-        Self::numbered(layout, addrs, opts, view.client_number)
+        let mut client = Self::numbered(layout, addrs, opts, view.client_number)?;
+        client.conns.ask_master_on_failure(uri);
+        Ok(client)
     }
 
     /// Connects to servers given directly (`addrs[i]` = server i) with layout `layout`. With no

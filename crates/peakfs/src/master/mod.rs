@@ -322,15 +322,7 @@ pub fn fetch_view(uri: &str, wait: Duration) -> anyhow::Result<ClusterView> {
     rt.block_on(async {
         let deadline = Instant::now() + wait;
         loop {
-            let attempt = async {
-                let mut c = proto::master_client::MasterClient::connect(uri.to_string()).await?;
-                anyhow::Ok(
-                    c.get_cluster_view(ClusterViewRequest {})
-                        .await?
-                        .into_inner(),
-                )
-            };
-            match attempt.await {
+            match get_view(uri).await {
                 Ok(view) if view.protocol != PROTOCOL => return Err(other_version(uri, &view)),
                 Ok(view) if view.ready => return Ok(view),
                 Ok(_) if Instant::now() >= deadline => {
@@ -341,6 +333,26 @@ pub fn fetch_view(uri: &str, wait: Duration) -> anyhow::Result<ClusterView> {
             }
         }
     })
+}
+
+/// One attempt at the cluster view, given up after `timeout`: what a client asks when a
+/// server is not where the view it started with says.
+pub fn fetch_view_once(uri: &str, timeout: Duration) -> anyhow::Result<ClusterView> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let view = rt.block_on(async { tokio::time::timeout(timeout, get_view(uri)).await })??;
+    if view.protocol != PROTOCOL {
+        return Err(other_version(uri, &view));
+    }
+    Ok(view)
+}
+
+async fn get_view(uri: &str) -> anyhow::Result<ClusterView> {
+    let mut c = proto::master_client::MasterClient::connect(uri.to_string()).await?;
+    Ok(c.get_cluster_view(ClusterViewRequest {})
+        .await?
+        .into_inner())
 }
 
 /// Why a client does not connect to the cluster of `view`, whose servers speak another pRPC

@@ -181,17 +181,30 @@ async fn register(
     timeout: Duration,
 ) -> Result<RegisterReply, ServerError> {
     let deadline = Instant::now() + timeout;
+    let mut waiting = false;
     loop {
         match MasterClient::connect(uri.to_string()).await {
-            Ok(mut c) => {
-                return c
-                    .register(req)
-                    .await
-                    .map(tonic::Response::into_inner)
-                    .map_err(|s| {
-                        ServerError::Master(format!("register refused: {}", s.message()))
-                    });
-            }
+            Ok(mut c) => match c.register(req.clone()).await {
+                Ok(reply) => return Ok(reply.into_inner()),
+                // Its index is held by the address this server had before a restart at
+                // another one: the master frees it once that one missed its reports.
+                Err(s) if s.code() == tonic::Code::AlreadyExists && Instant::now() < deadline => {
+                    if !waiting {
+                        tracing::info!(
+                            reason = s.message(),
+                            "waiting for the master to free the index"
+                        );
+                        waiting = true;
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(s) => {
+                    return Err(ServerError::Master(format!(
+                        "register refused: {}",
+                        s.message()
+                    )));
+                }
+            },
             Err(e) if Instant::now() >= deadline => {
                 return Err(ServerError::Master(format!("cannot reach {uri}: {e}")));
             }
