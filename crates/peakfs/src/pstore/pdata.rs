@@ -456,13 +456,15 @@ impl PData {
     /// pages stay staged (a later write-out retries them).
     pub fn write_out(&mut self, zone: &Zone) -> Result<(), PStoreError> {
         self.finish_writing(zone)?;
-        let mut runs: Vec<(u64, Vec<u8>)> = Vec::new();
+        // A lone page goes as it is staged: a server writes a small file's page through
+        // before its reply, and a copy of it cost an allocation each time.
+        let mut runs: Vec<(u64, Cow<'_, [u8]>)> = Vec::new();
         for (&p, page) in &self.staged {
             match runs.last_mut() {
                 Some((start, buf)) if p == *start + (buf.len() / PAGE) as u64 => {
-                    buf.extend_from_slice(page);
+                    buf.to_mut().extend_from_slice(page);
                 }
-                _ => runs.push((p, page.to_vec())),
+                _ => runs.push((p, Cow::Borrowed(&page[..]))),
             }
         }
         let runs: Vec<(u64, &[u8])> = runs.iter().map(|(p, b)| (*p, &b[..])).collect();

@@ -496,28 +496,25 @@ impl Wal {
         &mut self,
         write: impl FnOnce(u64, &[u8]) -> Result<(), E>,
     ) -> Result<(), E> {
-        let Some((first_page, upto, out)) = self.unwritten() else {
+        let Some((first_page, upto, range)) = self.unwritten_range() else {
             return Ok(());
         };
-        write(first_page, &out)?;
+        // Padded in place (the buffer keeps its capacity): a server writes the log through
+        // before each reply to a write, and a copy of the pages cost an allocation each time.
+        let padded = range.start + range.len().div_ceil(self.page) * self.page;
+        self.buf.resize(padded, 0);
+        let written = write(first_page, &self.buf[range.start..padded]);
+        self.buf.truncate(upto);
+        written?;
         self.mark_written(upto);
         Ok(())
     }
 
-    /// The unwritten frames as whole pages (zero padded, from the page the first of them
-    /// starts in): `(first page, log bytes covered, pages)`, or `None` when all are written.
-    /// Once the pages are on the device, [`Self::mark_written`] with the bytes covered
-    /// records it; frames appended meanwhile stay unwritten.
-    pub fn unwritten(&self) -> Option<(u64, usize, Vec<u8>)> {
-        let (first_page, upto, range) = self.unwritten_range()?;
-        let mut out = self.buf[range].to_vec();
-        out.resize(out.len().div_ceil(self.page) * self.page, 0);
-        Some((first_page, upto, out))
-    }
-
-    /// As [`Self::unwritten`], without the copy: the unwritten frames from the start of the
-    /// page the first of them is in, unpadded (the last page may end early), as a range of
-    /// [`Self::buffer`]. Appends leave that range as it is; [`Self::mark_written`] and
+    /// The unwritten frames from the start of the page the first of them is in, unpadded (the
+    /// last page may end early), as `(first page, log bytes covered, range of
+    /// [`Self::buffer`])`, or `None` when all are written. Once the pages are on the device,
+    /// [`Self::mark_written`] with the bytes covered records it; frames appended meanwhile
+    /// stay unwritten. Appends leave that range as it is; [`Self::mark_written`] and
     /// [`Self::reset`] move it.
     pub fn unwritten_range(&self) -> Option<(u64, usize, Range<usize>)> {
         if !self.has_unwritten() {
@@ -533,8 +530,8 @@ impl Wal {
         &self.buf
     }
 
-    /// Records that the first `upto` bytes of the buffer (as [`Self::unwritten`] returned
-    /// them) are on the device: the whole pages among them leave the buffer.
+    /// Records that the first `upto` bytes of the buffer (as [`Self::unwritten_range`]
+    /// returned them) are on the device: the whole pages among them leave the buffer.
     pub fn mark_written(&mut self, upto: usize) {
         let keep = upto / self.page * self.page;
         self.buf.drain(..keep);
@@ -696,8 +693,9 @@ mod tests {
         for _ in 0..3 {
             wal.append(&sample()).unwrap();
         }
-        let (page, upto, pages) = wal.unwritten().unwrap();
-        assert_eq!((page, pages.len() % 512), (0, 0));
+        let (page, upto, range) = wal.unwritten_range().unwrap();
+        assert_eq!((page, range.start), (0, 0));
+        let pages = wal.buffer()[range].to_vec();
         // Two more frames while the snapshot is on its way.
         wal.append(&sample()).unwrap();
         wal.append(&sample()).unwrap();
@@ -710,7 +708,7 @@ mod tests {
             "the snapshot's frames"
         );
         written(&mut wal, &mut region);
-        assert!(!wal.has_unwritten() && wal.unwritten().is_none());
+        assert!(!wal.has_unwritten() && wal.unwritten_range().is_none());
         let r = Wal::replay(42, &region, 5);
         assert_eq!((r.frames.len(), r.end), (5, wal.len()));
     }
