@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Call A: writes and attribute changes written through before their reply (new = 05f3928:
+# Call A: writes and attribute changes written through before their reply (new = afc19dd:
 # PStore::write_through on WRITE, SETATTR, TRUNCATE, IO_UNIT, OPEN O_TRUNC; log marks after
 # data flushes) against the last measured head (base = 5da640a). mdtest in the order
 # base new new base, then IOR new base base new.
