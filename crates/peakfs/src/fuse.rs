@@ -623,13 +623,12 @@ impl fuser::Filesystem for PeakFuse {
     fn fsyncdir(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         _fh: FileHandle,
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        // Metadata operations are applied at the server when they return.
-        reply.ok();
+        Self::reply_empty(reply, self.client().fsync_dir_ino(ino.0));
     }
 
     fn setxattr(

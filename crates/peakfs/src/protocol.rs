@@ -747,15 +747,18 @@ impl<'a> Request<'a> {
             )
     }
 
-    /// Whether a close or an fsync acknowledges this request's effect (a file's bytes, size
-    /// or attributes, §III-D's commit consistency): its server hands what it changed to the
-    /// device before it replies, so that a killed server process loses none of it.
-    pub fn is_acknowledged_at_close(&self) -> bool {
+    /// Whether its server hands what it changed to the device before it replies, so that a
+    /// killed server process loses none of it: what a close or an fsync acknowledges (a
+    /// file's bytes, size or attributes, §III-D's commit consistency), and the inode of a new
+    /// directory, which an entry on another slice then names (made durable by an fsync of
+    /// its parent directory).
+    pub fn is_written_through(&self) -> bool {
         match self {
             Request::Write { .. }
             | Request::SetAttr { .. }
             | Request::Truncate { .. }
-            | Request::IoUnit { .. } => true,
+            | Request::IoUnit { .. }
+            | Request::MkInode { .. } => true,
             Request::Open { flags, .. } => flags & libc::O_TRUNC as u32 != 0,
             _ => false,
         }

@@ -455,11 +455,13 @@ fn a_client_s_first_request_after_a_server_restarts_at_its_address_succeeds() {
 }
 
 /// Commit consistency (§III-D) after a crash: every write a close acknowledged comes back
-/// after both servers are killed with SIGKILL and restarted, with no fsync anywhere. A server
-/// hands what a close acknowledges to the device before it answers (the page cache keeps it
-/// when the process dies), and a restart on the same boot replays it.
+/// after both servers are killed with SIGKILL and restarted, with no fsync of a file. A
+/// server hands what a close acknowledges to the device before it answers (the page cache
+/// keeps it when the process dies), and a restart on the same boot replays it. So do the
+/// entries of a directory after an fsync of it, and the inode of a subdirectory, which lies
+/// on another slice than its entry (MKINODE is written through).
 #[test]
-fn every_write_a_close_acknowledged_survives_kill_9_of_every_server() {
+fn every_write_a_close_acknowledged_and_every_entry_of_an_fsynced_directory_survive_kill_9() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let master = master(d);
@@ -499,6 +501,34 @@ fn every_write_a_close_acknowledged_survives_kill_9_of_every_server() {
         }
         expected.push(want);
     }
+    // A plain directory (the root is a bigdir), whose entries lie on another slice than this
+    // client's, where its subdirectories' inodes go.
+    let layout = *c.layout();
+    let plain = Hint {
+        data: DataDist::Block,
+        bigdir: false,
+    };
+    let plain_dir = (0..)
+        .map(|k| format!("/d{k}"))
+        .find(|d| {
+            let a = c.mkdir(d, 0o755, Some(plain)).unwrap();
+            layout.route(home_lambda(a.ino)) != layout.route(c.home())
+        })
+        .unwrap();
+    c.mkdir(&format!("{plain_dir}/sub"), 0o755, None).unwrap();
+    let mut names: Vec<Vec<u8>> = (0..8).map(|k| format!("empty.{k}").into_bytes()).collect();
+    for name in &names {
+        let fd = c
+            .create(
+                &format!("{plain_dir}/{}", String::from_utf8_lossy(name)),
+                0o644,
+            )
+            .unwrap();
+        c.close(fd).unwrap();
+    }
+    names.push(b"sub".to_vec());
+    names.sort();
+    c.fsync_dir(&plain_dir).unwrap();
 
     let addresses: Vec<String> = servers.iter().map(|s| s.addr.clone()).collect();
     drop(servers); // SIGKILL
@@ -518,6 +548,16 @@ fn every_write_a_close_acknowledged_survives_kill_9_of_every_server() {
         assert!(got == *want, "file {i}'s bytes");
         c.close(fd).unwrap();
     }
+    let mut found: Vec<Vec<u8>> = c
+        .readdir(&plain_dir)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    found.retain(|n| n != b"." && n != b"..");
+    found.sort();
+    assert_eq!(found, names);
+    assert!(c.stat(&format!("{plain_dir}/sub")).unwrap().is_dir());
     drop(c);
     for s in servers {
         sigterm_exits_zero(s);

@@ -1501,6 +1501,31 @@ impl Client {
         self.commit(fd, true)
     }
 
+    /// Makes the entries of directory `ino` durable (fsync of a directory): an FSYNC to the
+    /// slice that holds them, or to every slice for a bigdir, whose entries are spread over
+    /// all of them. A new subdirectory's inode, on another slice, was durable before its
+    /// entry was made (MKINODE is written through).
+    pub fn fsync_dir_ino(&mut self, ino: u64) -> Result<()> {
+        let reqs: Vec<_> = if self.dir_hint(ino)?.bigdir {
+            (0..u64::from(self.layout.slots()))
+                .map(|l| (l, Request::Fsync { ino }))
+                .collect()
+        } else {
+            vec![(home_lambda(ino), Request::Fsync { ino })]
+        };
+        for r in self.conns.call_many(&reqs) {
+            r?;
+        }
+        Ok(())
+    }
+
+    /// [`Self::fsync_dir_ino`] of directory `path`.
+    pub fn fsync_dir(&mut self, path: &str) -> Result<()> {
+        let comps = components(path)?;
+        let d = self.resolve_dir(&comps)?;
+        self.fsync_dir_ino(d.ino)
+    }
+
     /// Makes `fd`'s writes visible (commit without FSYNC: FUSE flush).
     pub fn flush(&mut self, fd: u64) -> Result<()> {
         self.commit(fd, false)

@@ -433,10 +433,11 @@ impl Slice {
     }
 
     /// Runs `req` on this slice and appends the reply payload to `out`. What a close or an
-    /// fsync acknowledges reaches the device (not flushed) before the reply: a server killed
-    /// after it answered loses none of it ([`PStore::write_through`]).
+    /// fsync acknowledges reaches the device (not flushed) before the reply
+    /// ([`Request::is_written_through`]): a server killed after it answered loses none of it
+    /// ([`PStore::write_through`]).
     pub fn execute(&mut self, req: Request<'_>, out: &mut Vec<u8>) -> Result<(), Failure> {
-        let through = req.is_acknowledged_at_close();
+        let through = req.is_written_through();
         self.run(req, out)?;
         if through {
             self.store.write_through().map_err(fail)?;
