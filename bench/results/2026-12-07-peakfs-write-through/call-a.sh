@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Call A: writes and attribute changes written through before their reply (new = afc19dd:
-# PStore::write_through on WRITE, SETATTR, TRUNCATE, IO_UNIT, OPEN O_TRUNC; log marks after
+# Call A: writes and attribute changes written through before their reply (new = 9e53ed8:
+# PStore::write_through on WRITE, SETATTR, TRUNCATE, IO_UNIT, OPEN O_TRUNC, MKINODE; log marks after
 # data flushes) against the last measured head (base = 5da640a). mdtest in the order
 # base new new base, then IOR new base base new.
 # Builds: `cargo build --release -p peakfs --bins`, stripped, in gpu-run/. Usage: call-a.sh OUT
