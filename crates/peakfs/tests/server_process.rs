@@ -77,6 +77,22 @@ fn server(master: &str, data: &Path, log: &Path) -> Proc {
     server_at(master, "127.0.0.1:0", data, log)
 }
 
+/// A master, two servers and a client of the library, with their data and logs in `dir`.
+fn two_servers_and_a_client(dir: &Path) -> (Proc, [Proc; 2], peakfs::client::Client) {
+    let master = master(dir);
+    let servers = [
+        server(&master.addr, &dir.join("s0.data"), &dir.join("s0.log")),
+        server(&master.addr, &dir.join("s1.data"), &dir.join("s1.log")),
+    ];
+    let options = peakfs::client::ClientOptions {
+        timeout: Duration::from_secs(5),
+        ready_wait: Duration::from_secs(15),
+        ..Default::default()
+    };
+    let c = peakfs::client::Client::connect(&master.addr, options).unwrap();
+    (master, servers, c)
+}
+
 /// A server listening on `listen`.
 fn server_at(master: &str, listen: &str, data: &Path, log: &Path) -> Proc {
     spawn(
@@ -415,15 +431,7 @@ fn link_counts_io_units_and_hints_survive_kill_9_and_an_orphan_whose_client_is_g
 fn a_client_s_first_request_after_a_server_restarts_at_its_address_succeeds() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let master = master(d);
-    let s0 = server(&master.addr, &d.join("s0.data"), &d.join("s0.log"));
-    let s1 = server(&master.addr, &d.join("s1.data"), &d.join("s1.log"));
-    let options = peakfs::client::ClientOptions {
-        timeout: Duration::from_secs(5),
-        ready_wait: Duration::from_secs(15),
-        ..Default::default()
-    };
-    let mut c = peakfs::client::Client::connect(&master.addr, options).unwrap();
+    let (master, [s0, s1], mut c) = two_servers_and_a_client(d);
     // STATFS asks every slice, so every connection is in use.
     c.statfs().unwrap();
     let fd = c.create("/before", 0o644).unwrap();
@@ -464,17 +472,7 @@ fn a_client_s_first_request_after_a_server_restarts_at_its_address_succeeds() {
 fn every_write_a_close_acknowledged_and_every_entry_of_an_fsynced_directory_survive_kill_9() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let master = master(d);
-    let servers = [
-        server(&master.addr, &d.join("s0.data"), &d.join("s0.log")),
-        server(&master.addr, &d.join("s1.data"), &d.join("s1.log")),
-    ];
-    let options = peakfs::client::ClientOptions {
-        timeout: Duration::from_secs(5),
-        ready_wait: Duration::from_secs(15),
-        ..Default::default()
-    };
-    let mut c = peakfs::client::Client::connect(&master.addr, options).unwrap();
+    let (master, servers, mut c) = two_servers_and_a_client(d);
     // Two blocks of 64 KiB and a bit (on the inode's slice and on another), a small file, and
     // files changed after their first close: overwritten in the middle, truncated.
     let content = |i: usize, len: usize| -> Vec<u8> {
@@ -573,15 +571,7 @@ fn every_write_a_close_acknowledged_and_every_entry_of_an_fsynced_directory_surv
 fn a_client_finds_a_server_restarted_at_another_address_through_the_master() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let master = master(d);
-    let s0 = server(&master.addr, &d.join("s0.data"), &d.join("s0.log"));
-    let s1 = server(&master.addr, &d.join("s1.data"), &d.join("s1.log"));
-    let options = peakfs::client::ClientOptions {
-        timeout: Duration::from_secs(5),
-        ready_wait: Duration::from_secs(15),
-        ..Default::default()
-    };
-    let mut c = peakfs::client::Client::connect(&master.addr, options).unwrap();
+    let (master, [s0, s1], mut c) = two_servers_and_a_client(d);
     c.statfs().unwrap();
     let fd = c.create("/before", 0o644).unwrap();
     c.pwrite(fd, b"closed", 0).unwrap();
