@@ -2,7 +2,7 @@
 # Call A: writes and attribute changes written through before their reply (new = 9e53ed8:
 # PStore::write_through on WRITE, SETATTR, TRUNCATE, IO_UNIT, OPEN O_TRUNC, MKINODE; log marks after
 # data flushes) against the last measured head (base = 5da640a). mdtest in the order
-# base new new base, then IOR new base base new.
+# base new new base, then IOR new base.
 # Builds: `cargo build --release -p peakfs --bins`, stripped, in gpu-run/. Usage: call-a.sh OUT
 set -u
 O=${1:?}; mkdir -p $O; date -u
@@ -17,7 +17,7 @@ run() { # NAME BUILD WORKLOAD-ARGS...
 MD=(--only mdtest --files 10000)
 IOR=(--only ior --files 100 --ior-mib 512)
 run m1base base10 "${MD[@]}"; run m1 new10 "${MD[@]}"; run m2 new10 "${MD[@]}"; run m2base base10 "${MD[@]}"
-run i1 new10 "${IOR[@]}"; run i1base base10 "${IOR[@]}"; run i2base base10 "${IOR[@]}"; run i2 new10 "${IOR[@]}"
+run i1 new10 "${IOR[@]}"; run i1base base10 "${IOR[@]}"
 date -u
 python3 bench/results/2026-11-29-peakfs-layout-hold/summary.py $O
 cd $O; tar czf /tmp/runs-a.tgz *.jsonl *.err; rm -rf *.jsonl *.err; mv /tmp/runs-a.tgz calla-runs.tgz; ls
