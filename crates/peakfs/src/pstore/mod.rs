@@ -679,24 +679,27 @@ impl MetaIo<'_> {
 
     /// Writes the staged data pages, then the unwritten WAL frames, and flushes the device
     /// (after any write-behind, `sent` as in [`MetaIo::finish_behind`]: the log is written in
-    /// order).
-    fn sync_log(&mut self, sent: &dyn KeyedPages) -> Result<(), PStoreError> {
+    /// order). Without `durable`, nothing is flushed: both only reach the device (see
+    /// [`PStore::write_through`]).
+    fn sync_log(&mut self, sent: &dyn KeyedPages, durable: bool) -> Result<(), PStoreError> {
         self.finish_behind(sent);
         self.data.write_out(self.zone)?;
-        // Ordered: the data pages are durable before the log that names them is written (a
-        // drive's cache may write the log back first; a crash then would leave a file
-        // pointing at pages that never got its bytes).
-        if self.data.take_unflushed()
-            && let Err(e) = self.zone.flush()
-        {
-            self.data.mark_unflushed();
-            return Err(e.into());
+        if durable {
+            // Ordered: the data pages are durable before the log that names them is written
+            // (a drive's cache may write the log back first; a crash then would leave a file
+            // pointing at pages that never got its bytes).
+            if self.data.take_unflushed()
+                && let Err(e) = self.zone.flush()
+            {
+                self.data.mark_unflushed();
+                return Err(e.into());
+            }
+            self.mark_data_durable()?;
         }
-        self.mark_data_durable()?;
         let (zone, wal_start) = (self.zone, self.wal_start);
         self.wal
             .write_out(|page, bytes| zone.write(wal_start + page, bytes))?;
-        if !*self.synced {
+        if durable && !*self.synced {
             zone.flush()?;
             *self.synced = true;
         }
@@ -709,17 +712,6 @@ impl MetaIo<'_> {
         self.wal
             .mark_data_durable()
             .map_err(|e| PStoreError::Corrupt(format!("log mark: {e}")))
-    }
-
-    /// Writes the staged data pages, then the unwritten WAL frames, without flushing the
-    /// device (see [`PStore::write_through`]).
-    fn write_unflushed(&mut self, sent: &dyn KeyedPages) -> Result<(), PStoreError> {
-        self.finish_behind(sent);
-        self.data.write_out(self.zone)?;
-        let (zone, wal_start) = (self.zone, self.wal_start);
-        self.wal
-            .write_out(|page, bytes| zone.write(wal_start + page, bytes))?;
-        Ok(())
     }
 }
 
@@ -740,7 +732,7 @@ impl InodeIo for MetaIo<'_> {
     }
 
     fn before_write_back(&mut self, sent: &dyn KeyedPages) -> Result<(), PStoreError> {
-        self.sync_log(sent)
+        self.sync_log(sent, true)
     }
 
     fn start_write_behind(
@@ -1629,7 +1621,7 @@ impl PStore {
     fn commit(&mut self) -> Result<(), PStoreError> {
         self.synced = false;
         let (cache, mut io) = self.meta_io();
-        io.sync_log(&*cache)?;
+        io.sync_log(&*cache, true)?;
         self.data.commit_frees()
     }
 
@@ -1703,7 +1695,7 @@ impl PStore {
     pub fn write_through(&mut self) -> Result<(), PStoreError> {
         self.settle()?;
         let (cache, mut io) = self.meta_io();
-        io.write_unflushed(&*cache)
+        io.sync_log(&*cache, false)
     }
 
     /// Makes every operation so far durable (the data written and all metadata).

@@ -353,11 +353,10 @@ impl Storage {
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             // Before any frame of this run is written: it is this boot's.
-            let sb = ServerSuper {
-                boot: boot.unwrap_or_default(),
-                ..sb
-            };
-            self.write_super(&sb)?;
+            let boot = boot.unwrap_or_default();
+            if boot != sb.boot {
+                self.write_super(&ServerSuper { boot, ..sb })?;
+            }
             return Ok(stores);
         }
         let lbas = self.dev.geometry().capacity_blocks();
