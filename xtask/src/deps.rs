@@ -19,7 +19,13 @@ const APT_PACKAGES: &[(&str, &str)] = &[
     ("iproute2", "ip"),
     // pjdfstest (built by `cargo install` for the POSIX suites) links libacl.
     ("libacl1-dev", "/usr/include/sys/acl.h"),
+    // fabric's `rdma` feature builds rdma-core with cmake and its bindings with bindgen.
+    ("cmake", "cmake"),
+    ("libclang-dev", "/usr/share/doc/libclang-dev/copyright"),
 ];
+
+/// What the `rdma` feature's build needs of [`APT_PACKAGES`].
+const RDMA_BUILD_PACKAGES: &[&str] = &["cmake", "libclang-dev"];
 
 /// Directories searched for the programs besides `PATH` (mkfs tools live in sbin).
 const SBIN_DIRS: &[&str] = &["/usr/sbin", "/sbin"];
@@ -28,6 +34,15 @@ const SBIN_DIRS: &[&str] = &["/usr/sbin", "/sbin"];
 pub fn ensure_test_tools() -> Result<()> {
     ensure_apt_packages();
     ensure_nextest()
+}
+
+/// The packages missing for building the `rdma` feature, if any.
+pub fn missing_for_rdma() -> Vec<&'static str> {
+    APT_PACKAGES
+        .iter()
+        .filter(|(package, probe)| RDMA_BUILD_PACKAGES.contains(package) && !program_exists(probe))
+        .map(|(package, _)| *package)
+        .collect()
 }
 
 /// Installs missing packages as root with apt; otherwise says exactly what is missing. Tests

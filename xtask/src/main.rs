@@ -75,8 +75,38 @@ fn test() -> Result<()> {
     }
     cargo::run(&mut nextest)?;
     cargo::run(cargo::command().args(["test", "--workspace", "--doc"]))?;
+    rdma_unit_tests()?;
     posix_suites()?;
     cluster_in_namespaces()
+}
+
+/// The unit tests of fabric's RDMA transport: its parts that need no RDMA device (none exists
+/// on these machines), built with the `rdma` feature, which the workspace run leaves off.
+fn rdma_unit_tests() -> Result<()> {
+    if !rdma_builds() {
+        return Ok(());
+    }
+    cargo::run(cargo::command().args([
+        "nextest",
+        "run",
+        "-p",
+        "fabric",
+        "--features",
+        "rdma",
+        "--lib",
+    ]))
+}
+
+/// Whether the `rdma` feature can be built here; says why not otherwise.
+fn rdma_builds() -> bool {
+    let missing = deps::missing_for_rdma();
+    if !missing.is_empty() {
+        eprintln!(
+            "xtask: skipping fabric's rdma feature (its build and unit tests): missing {}",
+            missing.join(" ")
+        );
+    }
+    missing.is_empty()
 }
 
 /// The POSIX suites of the FUSE mounts (pjdfstest and fio --verify jobs, `ci/*-posix.sh`): they
@@ -120,6 +150,19 @@ fn ci() -> Result<()> {
         "warnings",
     ]))?;
     test()?;
+    if rdma_builds() {
+        cargo::run(cargo::command().args([
+            "clippy",
+            "-p",
+            "fabric",
+            "--features",
+            "rdma",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ]))?;
+    }
     loom_tests()?;
     cuda_check::run()
 }
