@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # POSIX conformance of the PeakFS FUSE mount: a master + 2 servers (ci/peakfs-cluster.sh, on
-# localhost), `peakfs mount`, the workloads of ci/posix-lib.sh (fio --verify jobs, a tar copy
+# localhost), `peakfs mount` and for a while a second one (what one client closed, the other reads), the workloads of ci/posix-lib.sh (fio --verify jobs, a tar copy
 # of a tree, a git clone, SQLite, fs_mark and dbench: any failure is fatal) and pjdfstest
 # (failures counted; more than the recorded baseline is fatal); then SIGTERM unmount and
 # teardown. Needs root, /dev/fuse, fio, git, tar, python3, fsmark, dbench and pjdfstest. With
@@ -43,26 +43,36 @@ MAX_FAILED=${PEAKFS_PJDFSTEST_MAX_FAILED:-0}
 WORK=$(mktemp -d /dev/shm/peakfs-posix.XXXXXX)
 chmod 755 "$WORK" # pjdfstest switches to unprivileged users, who must reach the mount
 MNT=$WORK/mnt
+MNT2=$WORK/mnt2
 MOUNT_PID=
+MOUNT2_PID=
+unmount() { # PID MOUNTPOINT
+  if [[ -n "$1" ]] && kill -0 "$1" 2>/dev/null; then
+    kill -TERM "$1" 2>/dev/null || true
+    for _ in $(seq 100); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$1" 2>/dev/null || true
+  fi
+  if mountpoint -q "$2" 2>/dev/null; then fusermount3 -u -z "$2" || umount -l "$2" || true; fi
+}
 cleanup() {
   local rc=$?
-  if [[ -n "$MOUNT_PID" ]] && kill -0 "$MOUNT_PID" 2>/dev/null; then
-    kill -TERM "$MOUNT_PID" 2>/dev/null || true
-    for _ in $(seq 100); do kill -0 "$MOUNT_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$MOUNT_PID" 2>/dev/null || true
-  fi
-  if mountpoint -q "$MNT" 2>/dev/null; then fusermount3 -u -z "$MNT" || umount -l "$MNT" || true; fi
+  unmount "$MOUNT2_PID" "$MNT2"
+  unmount "$MOUNT_PID" "$MNT"
   rm -rf "$WORK"
   exit "$rc"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-mkdir "$MNT"
-"$PEAKFS" --master "$PEAKFS_MASTER" --timeout-ms 5000 mount "$MNT" >"$WORK/mount.out" 2>"$WORK/mount.log" &
-MOUNT_PID=$!
-for _ in $(seq 200); do mountpoint -q "$MNT" && break; sleep 0.05; done
-mountpoint -q "$MNT" || { cat "$WORK/mount.log"; echo "peakfs-posix: no mount" >&2; exit 1; }
+mount_at() { # MOUNTPOINT LOG; sets MOUNTED_PID
+  mkdir "$1"
+  "$PEAKFS" --master "$PEAKFS_MASTER" --timeout-ms 5000 mount "$1" >/dev/null 2>"$2" &
+  MOUNTED_PID=$!
+  for _ in $(seq 200); do mountpoint -q "$1" && break; sleep 0.05; done
+  mountpoint -q "$1" || { cat "$2"; echo "peakfs-posix: no mount at $1" >&2; exit 1; }
+}
+mount_at "$MNT" "$WORK/mount.log"
+MOUNT_PID=$MOUNTED_PID
 
 echo "== fio --verify"
 fio_job randwrite --rw=randwrite
@@ -100,6 +110,39 @@ unit=$(xattr "$MNT/fio-io/unit/copy" user.peakfs.io_unit)
 [[ $unit == 47008 ]] || { echo "peakfs-posix: I/O unit of the unit copy: $unit" >&2; exit 1; }
 echo "I/O-based copies: ok"
 rm -rf "$MNT"/fio-io
+
+echo "== a second mount (another client, through the kernel)"
+# What one mount's client closed, the other's reads see: new files, and overwrites of the same
+# size in pages the reader's kernel has read before. A kernel keeps names for the mount's entry
+# TTL (1 s, attributes none): renames and unlinks show on the other mount after it.
+mount_at "$MNT2" "$WORK/mount2.log"
+MOUNT2_PID=$MOUNTED_PID
+head -c 300000 /dev/urandom >"$WORK/two"
+cp "$WORK/two" "$MNT/two"
+cmp "$WORK/two" "$MNT2/two"
+overwrite() { # MOUNT 4K-PAGE COUNT: the same pages of the copy here and in MOUNT's file
+  head -c $(($3 * 4096)) /dev/urandom | dd of="$WORK/two" bs=4096 seek="$2" conv=notrunc status=none
+  dd if="$WORK/two" of="$1/two" bs=4096 skip="$2" seek="$2" count="$3" conv=notrunc status=none
+}
+overwrite "$MNT2" 10 100 # extends the file too
+cmp "$WORK/two" "$MNT/two"
+overwrite "$MNT" 3 2
+cmp "$WORK/two" "$MNT2/two"
+exec 7<"$MNT2/two" # a reader that opened before the writer's close
+overwrite "$MNT" 0 1
+cmp "$WORK/two" /dev/fd/7
+exec 7<&-
+mkdir "$MNT/two-dir"
+mv "$MNT/two" "$MNT/two-dir/moved"
+sleep 1.1
+[[ ! -e "$MNT2/two" ]] || { echo "peakfs-posix: the other mount's rename is not seen" >&2; exit 1; }
+cmp "$WORK/two" "$MNT2/two-dir/moved"
+rm -r "$MNT2/two-dir"
+sleep 1.1
+[[ ! -e "$MNT/two-dir" ]] || { echo "peakfs-posix: the other mount's rm is not seen" >&2; exit 1; }
+unmount "$MOUNT2_PID" "$MNT2"
+MOUNT2_PID=
+echo "second mount: ok"
 
 echo "== tree copy, git clone, sqlite"
 run_tree_copy
