@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # POSIX conformance of the PeakFS FUSE mount: a master + 2 servers (ci/peakfs-cluster.sh, on
-# localhost), `peakfs mount` and for a while a second one (what one client closed, the other reads), the workloads of ci/posix-lib.sh (fio --verify jobs, a tar copy
-# of a tree, a git clone, SQLite, fs_mark and dbench: any failure is fatal) and pjdfstest
+# localhost), `peakfs mount` and for a while a second one (what one client closed, the other
+# reads), the workloads of ci/posix-lib.sh (fio --verify jobs, a tar copy of a tree, a git
+# clone, SQLite, fs_mark and dbench: any failure is fatal) and pjdfstest
 # (failures counted; more than the recorded baseline is fatal); then SIGTERM unmount and
 # teardown. Needs root, /dev/fuse, fio, git, tar, python3, fsmark, dbench and pjdfstest. With
 # --netns the cluster's hosts get network namespaces of their own (peakfs-cluster.sh --netns),
