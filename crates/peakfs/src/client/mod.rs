@@ -978,18 +978,19 @@ impl Client {
         self.settle_removed(r, flags.orphan)
     }
 
-    /// The slices holding entries of directory `c`.
-    fn dir_slices(&self, c: &Attr) -> Vec<u64> {
-        if c.hint.bigdir {
+    /// The slices holding entries of directory `ino`: its home slice, or every slice for a
+    /// bigdir.
+    fn dir_slices(&self, ino: u64, bigdir: bool) -> Vec<u64> {
+        if bigdir {
             (0..u64::from(self.layout.slots())).collect()
         } else {
-            vec![home_lambda(c.ino)]
+            vec![home_lambda(ino)]
         }
     }
 
     /// Seals directory `c` against new entries; ENOTEMPTY (unsealed again) if it has any.
     fn seal_empty(&mut self, c: &Attr) -> Result<Vec<u64>> {
-        let slices = self.dir_slices(c);
+        let slices = self.dir_slices(c.ino, c.hint.bigdir);
         let seal: Vec<_> = slices
             .iter()
             .map(|l| {
@@ -1235,7 +1236,7 @@ impl Client {
             ..Default::default()
         };
         let mut out = Vec::new();
-        for l in self.dir_slices(&dir) {
+        for l in self.dir_slices(dir.ino, dir.hint.bigdir) {
             let mut after: Vec<u8> = Vec::new();
             loop {
                 let req = Request::ReadDir {
@@ -1501,18 +1502,16 @@ impl Client {
         self.commit(fd, true)
     }
 
-    /// Makes the entries of directory `ino` durable (fsync of a directory): an FSYNC to the
-    /// slice that holds them, or to every slice for a bigdir, whose entries are spread over
-    /// all of them. A new subdirectory's inode, on another slice, was durable before its
-    /// entry was made (MKINODE is written through).
+    /// Makes the entries of directory `ino` durable (fsync of a directory): an FSYNC to each
+    /// slice that holds them ([`Self::dir_slices`]). A new subdirectory's inode, on another
+    /// slice, was durable before its entry was made (MKINODE is written through).
     pub fn fsync_dir_ino(&mut self, ino: u64) -> Result<()> {
-        let reqs: Vec<_> = if self.dir_hint(ino)?.bigdir {
-            (0..u64::from(self.layout.slots()))
-                .map(|l| (l, Request::Fsync { ino }))
-                .collect()
-        } else {
-            vec![(home_lambda(ino), Request::Fsync { ino })]
-        };
+        let bigdir = self.dir_hint(ino)?.bigdir;
+        let reqs: Vec<_> = self
+            .dir_slices(ino, bigdir)
+            .into_iter()
+            .map(|l| (l, Request::Fsync { ino }))
+            .collect();
         for r in self.conns.call_many(&reqs) {
             r?;
         }
