@@ -1229,14 +1229,9 @@ impl Client {
 
     /// Entries of directory `ino` (without `.` and `..`).
     pub fn readdir_ino(&mut self, ino: u64) -> Result<Vec<Entry>> {
-        let hint = self.dir_hint(ino)?;
-        let dir = Attr {
-            ino,
-            hint,
-            ..Default::default()
-        };
+        let bigdir = self.dir_hint(ino)?.bigdir;
         let mut out = Vec::new();
-        for l in self.dir_slices(dir.ino, dir.hint.bigdir) {
+        for l in self.dir_slices(ino, bigdir) {
             let mut after: Vec<u8> = Vec::new();
             loop {
                 let req = Request::ReadDir {
