@@ -9,6 +9,7 @@
 //! - [`fuse`]: `peakfs mount`, FUSE over the client library.
 //! - [`server`]: a storage server: RingSched over PStore slices (§III-B).
 //! - [`local_cluster`]: a master and servers as child processes on loopback.
+//! - [`show`]: how the `peakfs` tools print attributes, listings and usage.
 //! - [`usage`]: a thread's CPU time, page faults and context switches (getrusage).
 //! - [`xattr`]: placement hints as extended attributes (`user.peakfs.dist`, `user.peakfs.io_unit`).
 
@@ -22,5 +23,6 @@ pub mod placement;
 pub mod protocol;
 pub mod pstore;
 pub mod server;
+pub mod show;
 pub mod usage;
 pub mod xattr;

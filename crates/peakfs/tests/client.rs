@@ -1123,3 +1123,104 @@ fn the_cli_shows_and_changes_hints_and_says_why_it_refuses() {
     let (ok, why) = hint(&["/d/f", "--set-dist", "block"]);
     assert!(!ok && why.contains("only while it is empty"), "{why}");
 }
+
+/// The small tools: a file put in comes back whole, `ls`, `stat` and `df` print what the
+/// client library sees (as text and as JSON), and a refusal names the path it is about.
+#[test]
+fn the_cli_tools_copy_list_stat_and_name_the_path_in_errors() {
+    let cl = Cluster::start(2);
+    let dir = tempfile::tempdir().unwrap();
+    let peakfs = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_peakfs"))
+            .args(["--master", &cl.master_addr])
+            .args(args)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.success(), stdout, stderr)
+    };
+    let ok = |args: &[&str]| {
+        let (ok, stdout, stderr) = peakfs(args);
+        assert!(ok, "peakfs {args:?}: {stderr}");
+        stdout
+    };
+    let body = pattern(21, 1_500_000);
+    let local = dir.path().join("in");
+    std::fs::write(&local, &body).unwrap();
+    ok(&["mkdir", "/cli"]);
+    ok(&["mkdir", "/cli/sub"]);
+    ok(&["put", local.to_str().unwrap(), "/cli/f"]);
+    let back = dir.path().join("out");
+    ok(&["get", "/cli/f", back.to_str().unwrap()]);
+    assert!(std::fs::read(&back).unwrap() == body);
+
+    assert_eq!(ok(&["ls", "/cli"]), "f\nsub/\n");
+    let mut c = cl.client();
+    let f = c.stat("/cli/f").unwrap();
+    let long = ok(&["ls", "-l", "/cli"]);
+    let lines: Vec<_> = long.lines().collect();
+    assert_eq!(lines.len(), 2, "{long}");
+    assert!(lines[0].starts_with("-rw-r--r--   1 "), "{long}");
+    let fields: Vec<_> = lines[0].split_whitespace().collect();
+    assert_eq!(fields[4], "1500000", "{long}");
+    assert_eq!(fields.last(), Some(&"f"));
+    assert!(
+        lines[1].starts_with("drwxr-xr-x") && lines[1].ends_with(" sub"),
+        "{long}"
+    );
+    let listing: serde_json::Value =
+        serde_json::from_str(&ok(&["ls", "--json", "-l", "/cli"])).unwrap();
+    assert_eq!(listing[0]["name"], "f");
+    assert_eq!(listing[0]["ino"], f.ino);
+    assert_eq!(listing[0]["attr"]["size"], 1_500_000);
+    assert_eq!(listing[1]["type"], "directory");
+
+    let text = ok(&["stat", "/cli/f"]);
+    assert!(
+        text.contains("  File: /cli/f\n") && text.contains("regular file"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(" Inode: {:<15} Links: 1\n", f.ino)),
+        "{text}"
+    );
+    assert!(text.contains("Access: (0644/-rw-r--r--)"), "{text}");
+    let json: serde_json::Value = serde_json::from_str(&ok(&["stat", "--json", "/cli/f"])).unwrap();
+    assert_eq!(json["size"], 1_500_000);
+    assert_eq!(json["mtime_ns"], f.mtime_ns);
+    assert_eq!(json["ctime_ns"], f.ctime_ns);
+
+    let usage = c.statfs().unwrap();
+    let df: serde_json::Value = serde_json::from_str(&ok(&["df", "--json"])).unwrap();
+    assert_eq!(df["bytes_total"], usage.bytes_total);
+    assert_eq!(df["inodes_used"], usage.inodes_used);
+    assert!(usage.bytes_used >= body.len() as u64, "{usage:?}");
+    assert_eq!(ok(&["df"]).lines().count(), 2);
+
+    // Each refusal: one line that names the path, then the errno's text.
+    for (args, want) in [
+        (&["mkdir", "/cli"][..], "peakfs: /cli: File exists"),
+        (
+            &["get", "/cli/nope", "-"],
+            "peakfs: /cli/nope: No such file or directory",
+        ),
+        (&["rmdir", "/cli"], "peakfs: /cli: Directory not empty"),
+        (&["rm", "/cli/sub"], "peakfs: /cli/sub: Is a directory"),
+        (
+            &["mv", "/cli/zz", "/cli/yy"],
+            "peakfs: /cli/zz -> /cli/yy: No such file or directory",
+        ),
+        (&["ls", "/cli/f"], "peakfs: /cli/f: Not a directory"),
+        (
+            &["stat", "/nope/x"],
+            "peakfs: /nope/x: No such file or directory",
+        ),
+    ] {
+        let (ok, _, stderr) = peakfs(args);
+        assert!(
+            !ok && stderr.starts_with(want) && stderr.lines().count() == 1,
+            "{args:?}: {stderr}"
+        );
+    }
+}

@@ -1,6 +1,6 @@
 //! `peakfs`: the PeakFS client tools (§III-A): `mount` (FUSE), `bench` (§IV), and small
 //! commands over the client library (`ls`, `stat`, `put`, `get`, `mkdir`, `rm`, `rmdir`,
-//! `mv`, `echo`, `df`).
+//! `mv`, `hint`, `echo`, `df`), which name the path in each error.
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -12,6 +12,7 @@ use peakfs::bench::{BenchConfig, Worker};
 use peakfs::client::{Client, ClientOptions};
 use peakfs::local_cluster::{LocalCluster, LocalClusterConfig, split_cores};
 use peakfs::placement::Hint;
+use peakfs::show;
 use peakfs::xattr::{HintAttr, SetFlags};
 
 /// PeakFS client tools.
@@ -139,8 +140,18 @@ enum Cmd {
         #[arg(long)]
         config: String,
     },
-    /// List a directory.
-    Ls { path: String },
+    /// List a directory: one name a line (a directory's with a "/"), or with --long one
+    /// `ls -l` line each.
+    Ls {
+        path: String,
+        /// Mode, links, owner, group, size and modification time of each entry (one stat
+        /// each).
+        #[arg(short, long)]
+        long: bool,
+        /// JSON output: an array of entries (with their attributes under "attr" with --long).
+        #[arg(long)]
+        json: bool,
+    },
     /// Attributes of a path.
     Stat {
         path: String,
@@ -173,8 +184,12 @@ enum Cmd {
         #[arg(long = "set-io-unit")]
         unit: Option<String>,
     },
-    /// Capacity and usage.
-    Df,
+    /// Capacity and usage of the whole cluster.
+    Df {
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
     /// Round-trip ECHO requests to every server.
     Echo {
         /// Requests per server.
@@ -329,12 +344,52 @@ fn keep_logs(from: &std::path::Path, to: &std::path::Path) -> Result<()> {
     Ok(())
 }
 
-fn main() -> Result<()> {
+/// `peakfs put`: the input into a new (or truncated) file, durable when it returns.
+fn put(c: &mut Client, input: &mut dyn Read, path: &str) -> Result<()> {
+    let fd = c.create(path, 0o644)?;
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = input.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        c.write(fd, &buf[..n])?;
+    }
+    c.fsync(fd)?;
+    c.close(fd)?;
+    Ok(())
+}
+
+/// `peakfs get`: a file's bytes to the output.
+fn get(c: &mut Client, path: &str, out: &mut dyn Write) -> Result<()> {
+    let fd = c.open(path, libc::O_RDONLY, 0)?;
+    loop {
+        let d = c.read(fd, 1 << 20)?;
+        if d.is_empty() {
+            break;
+        }
+        out.write_all(&d)?;
+    }
+    c.close(fd)?;
+    Ok(())
+}
+
+fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_writer(std::io::stderr)
         .init();
-    let a = Args::parse();
+    match run(Args::parse()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            // One line, each cause after the path it is about: "peakfs: /a/b: No such file...".
+            eprintln!("peakfs: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(a: Args) -> Result<()> {
     match &a.cmd {
         Cmd::Mount {
             mountpoint,
@@ -449,31 +504,45 @@ fn main() -> Result<()> {
             w.serve(std::io::stdin().lock(), std::io::stdout().lock())?;
             Ok(())
         }
-        Cmd::Ls { path } => {
+        Cmd::Ls { path, long, json } => {
             let mut c = client(&a)?;
-            let mut entries = c.readdir(path)?;
+            let mut entries = c.readdir(path).with_context(|| path.clone())?;
             entries.sort_by(|x, y| x.name.cmp(&y.name));
+            let mut listing = Vec::new();
             for e in entries {
-                let kind = if e.mode & libc::S_IFMT == libc::S_IFDIR {
-                    'd'
+                let name = String::from_utf8_lossy(&e.name).into_owned();
+                let attr = if *long {
+                    let child = format!("{}/{name}", path.trim_end_matches('/'));
+                    Some(c.stat(&child).with_context(|| child.clone())?)
                 } else {
-                    '-'
+                    None
                 };
-                println!("{kind} {:>20} {}", e.ino, String::from_utf8_lossy(&e.name));
+                if *json {
+                    let mut entry = serde_json::json!({"name": name, "ino": e.ino,
+                        "type": show::type_name(e.mode)});
+                    if let Some(attr) = &attr {
+                        entry["attr"] = show::stat_json(attr);
+                    }
+                    listing.push(entry);
+                } else if let Some(attr) = &attr {
+                    println!("{}", show::long_line(&name, attr));
+                } else if e.mode & libc::S_IFMT == libc::S_IFDIR {
+                    println!("{name}/");
+                } else {
+                    println!("{name}");
+                }
+            }
+            if *json {
+                println!("{}", serde_json::Value::Array(listing));
             }
             Ok(())
         }
         Cmd::Stat { path, json } => {
-            let s = client(&a)?.stat(path)?;
+            let s = client(&a)?.stat(path).with_context(|| path.clone())?;
             if *json {
-                println!(
-                    "{}",
-                    serde_json::json!({"ino": s.ino, "mode": s.mode, "uid": s.uid, "gid": s.gid,
-                        "nlink": s.nlink, "size": s.size, "mtime_ns": s.mtime_ns,
-                        "hint": s.hint.to_byte(), "dist": s.hint.words(), "io_unit": s.io_unit})
-                );
+                println!("{}", show::stat_json(&s));
             } else {
-                println!("{s:?}");
+                print!("{}", show::stat_text(path, &s));
             }
             Ok(())
         }
@@ -484,18 +553,7 @@ fn main() -> Result<()> {
             } else {
                 Box::new(std::fs::File::open(local).with_context(|| local.display().to_string())?)
             };
-            let fd = c.create(path, 0o644)?;
-            let mut buf = vec![0u8; 1 << 20];
-            loop {
-                let n = input.read(&mut buf)?;
-                if n == 0 {
-                    break;
-                }
-                c.write(fd, &buf[..n])?;
-            }
-            c.fsync(fd)?;
-            c.close(fd)?;
-            Ok(())
+            put(&mut c, &mut input, path).with_context(|| path.clone())
         }
         Cmd::Get { path, local } => {
             let mut c = client(&a)?;
@@ -504,22 +562,13 @@ fn main() -> Result<()> {
             } else {
                 Box::new(std::fs::File::create(local).with_context(|| local.display().to_string())?)
             };
-            let fd = c.open(path, libc::O_RDONLY, 0)?;
-            loop {
-                let d = c.read(fd, 1 << 20)?;
-                if d.is_empty() {
-                    break;
-                }
-                out.write_all(&d)?;
-            }
-            c.close(fd)?;
-            Ok(())
+            get(&mut c, path, &mut out).with_context(|| path.clone())
         }
         Cmd::Hint { path, dist, unit } => {
             let mut c = client(&a)?;
             for (attr, value) in [(HintAttr::Dist, dist), (HintAttr::IoUnit, unit)] {
                 if let Some(value) = value {
-                    let now = c.stat(path)?;
+                    let now = c.stat(path).with_context(|| path.clone())?;
                     let change =
                         peakfs::xattr::set(attr, &now, value.as_bytes(), SetFlags::default())
                             .with_context(|| format!("{path}: {value:?}"))?;
@@ -527,20 +576,28 @@ fn main() -> Result<()> {
                         .with_context(|| format!("{path}: {value:?}"))?;
                 }
             }
-            let s = c.stat(path)?;
+            let s = c.stat(path).with_context(|| path.clone())?;
             println!("{path}: dist {} io_unit {}", s.hint.words(), s.io_unit);
             Ok(())
         }
-        Cmd::Mkdir { path } => Ok(client(&a)?.mkdir(path, 0o755, None).map(|_| ())?),
-        Cmd::Rm { path } => Ok(client(&a)?.unlink(path)?),
-        Cmd::Rmdir { path } => Ok(client(&a)?.rmdir(path)?),
-        Cmd::Mv { from, to } => Ok(client(&a)?.rename(from, to)?),
-        Cmd::Df => {
+        Cmd::Mkdir { path } => {
+            client(&a)?
+                .mkdir(path, 0o755, None)
+                .with_context(|| path.clone())?;
+            Ok(())
+        }
+        Cmd::Rm { path } => Ok(client(&a)?.unlink(path).with_context(|| path.clone())?),
+        Cmd::Rmdir { path } => Ok(client(&a)?.rmdir(path).with_context(|| path.clone())?),
+        Cmd::Mv { from, to } => Ok(client(&a)?
+            .rename(from, to)
+            .with_context(|| format!("{from} -> {to}"))?),
+        Cmd::Df { json } => {
             let s = client(&a)?.statfs()?;
-            println!(
-                "bytes {} used {} inodes {} used {}",
-                s.bytes_total, s.bytes_used, s.inodes_total, s.inodes_used
-            );
+            if *json {
+                println!("{}", show::df_json(&s));
+            } else {
+                print!("{}", show::df_text(&s));
+            }
             Ok(())
         }
         Cmd::Echo { count, window } => {
