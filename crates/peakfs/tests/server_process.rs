@@ -600,3 +600,50 @@ fn a_client_finds_a_server_restarted_at_another_address_through_the_master() {
     sigterm_exits_zero(s1);
     sigterm_exits_zero(master);
 }
+
+/// A server whose data cannot hold its zones (too small when empty, formatted for another
+/// worker count) exits with the reason before it registers, so the master keeps the index for
+/// a server that can start: here the cluster's both indexes, after two refused starts.
+#[test]
+fn a_server_that_cannot_use_its_data_exits_before_it_takes_an_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let master = master(dir.path());
+    let refused = |args: &[&str], data: &Path, want: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_peakfs-server"))
+            .args([
+                "--master",
+                &master.addr,
+                "--listen",
+                "127.0.0.1:0",
+                "--no-pin",
+            ])
+            .args(["--data", data.to_str().unwrap()])
+            .args(args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && stderr.contains(want), "{stderr}");
+    };
+    // Two 4 MiB zones and the superblock need 8,392,704 bytes.
+    let small = dir.path().join("small.data");
+    refused(
+        &["--data-size", "8388608", "--workers", "2"],
+        &small,
+        "give it at least 8392704 bytes",
+    );
+    // s0.data formatted for 2 workers, then offered to a server of 4 (after its own server
+    // stopped, so that its index is free for it).
+    let s0 = dir.path().join("s0.data");
+    sigterm_exits_zero(server(&master.addr, &s0, &dir.path().join("s0.log")));
+    refused(&["--workers", "4"], &s0, "workers");
+    let _servers = [
+        server(&master.addr, &s0, &dir.path().join("s0b.log")),
+        server(
+            &master.addr,
+            &dir.path().join("s1.data"),
+            &dir.path().join("s1.log"),
+        ),
+    ];
+    let view = fetch_view(&format!("http://{}", master.addr), Duration::from_secs(15)).unwrap();
+    assert_eq!(view.servers.len(), 2);
+}

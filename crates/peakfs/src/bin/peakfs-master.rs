@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use anyhow::Context;
 use clap::Parser;
 use peakfs::config::{self, MasterConfig};
 
@@ -56,15 +57,20 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     rt.block_on(async {
-        let listener = tokio::net::TcpListener::bind(&cfg.listen).await?;
+        use tokio::signal::unix::{SignalKind, signal};
+        // Caught before the line below, which a script may answer with a SIGTERM at once.
+        let mut term = signal(SignalKind::terminate())?;
+        let mut int = signal(SignalKind::interrupt())?;
+        let listener = tokio::net::TcpListener::bind(&cfg.listen)
+            .await
+            .with_context(|| format!("listening on {}", cfg.listen))?;
         tracing::info!(addr = %listener.local_addr()?, servers = cfg.servers, "master listening");
         // The line tests and scripts wait for.
         println!("peakfs-master listening on {}", listener.local_addr()?);
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let shutdown = async move {
             tokio::select! {
                 _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
+                _ = int.recv() => {}
             }
             tracing::info!("master shutting down");
         };

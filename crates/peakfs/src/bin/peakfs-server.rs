@@ -121,6 +121,19 @@ fn main() -> anyhow::Result<()> {
     if let Some(list) = a.cpus {
         cfg.cpus = config::parse_cpu_list(&list).map_err(|e| anyhow::anyhow!("--cpus: {e}"))?;
     }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    // Caught from before the start on: a SIGTERM during recovery, or right after the line
+    // below, stops the server cleanly once it has started.
+    let (mut term, mut int) = {
+        let _runtime = rt.enter();
+        use tokio::signal::unix::{SignalKind, signal};
+        (
+            signal(SignalKind::terminate())?,
+            signal(SignalKind::interrupt())?,
+        )
+    };
     let server = Server::start(&cfg)?;
     // The line tests and scripts wait for.
     println!(
@@ -128,17 +141,12 @@ fn main() -> anyhow::Result<()> {
         server.index(),
         server.local_addr()
     );
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
     rt.block_on(async {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {
             _ = term.recv() => {}
-            _ = tokio::signal::ctrl_c() => {}
+            _ = int.recv() => {}
         }
-        anyhow::Ok(())
-    })?;
+    });
     tracing::info!("shutting down");
     server.stop()?;
     tracing::info!("stopped cleanly");

@@ -62,11 +62,12 @@ pub struct Server {
 }
 
 impl Server {
-    /// Opens the storage, registers with the master, opens (recovers) or formats the zones,
-    /// starts RingSched and the usage reports.
+    /// Opens the storage and checks it fits the workers, registers with the master, opens
+    /// (recovers) or formats the zones, starts RingSched and the usage reports.
     pub fn start(cfg: &ServerConfig) -> Result<Self, ServerError> {
         cfg.validate()?;
         let mut storage = Storage::open(cfg)?;
+        storage.check_workers(cfg.workers)?;
         let transport = TcpTransport::default();
         let listener = transport
             .listen(&cfg.listen)

@@ -43,6 +43,8 @@ pub const MAX_WORKERS: u32 = 256;
 const WAL_PAGES_MIN: u64 = 256;
 /// Largest WAL of a zone, in pages (64 MiB).
 const WAL_PAGES_MAX: u64 = 16384;
+/// The smallest zone formatted (4 MiB of 4 KiB LBAs).
+const MIN_ZONE_LBAS: u64 = 1024;
 
 /// Errors of the server's storage.
 #[derive(Debug, thiserror::Error)]
@@ -97,12 +99,17 @@ pub enum StorageError {
         path: String,
     },
     /// the device is too small for the zones
-    #[error("device of {lbas} LBAs is too small for {workers} zones")]
+    #[error(
+        "the data ({bytes} bytes) is too small for {workers} zones: give it at least \
+         {min_bytes} bytes (--data-size), or fewer workers"
+    )]
     TooSmall {
-        /// LBAs of the device
-        lbas: u64,
+        /// bytes of the device
+        bytes: u64,
         /// zones asked for
         workers: u32,
+        /// the least that holds them
+        min_bytes: u64,
     },
 }
 
@@ -299,6 +306,37 @@ impl Storage {
         g.capacity_blocks() * u64::from(g.block_size())
     }
 
+    /// Fails when these data cannot serve `workers` zones: a volume formatted for another
+    /// count, or empty data too small for them. What the server checks before it registers
+    /// with the master, so that a server that cannot start takes no index.
+    pub fn check_workers(&self, workers: u32) -> Result<(), StorageError> {
+        match self.existing {
+            Some(sb) if sb.workers != workers => Err(StorageError::Mismatch {
+                what: "workers",
+                stored: sb.workers.into(),
+                asked: workers.into(),
+            }),
+            Some(_) => Ok(()),
+            None => self.zone_lbas(workers).map(|_| ()),
+        }
+    }
+
+    /// LBAs of each of `workers` zones formatted on this device (after the superblock's LBA).
+    fn zone_lbas(&self, workers: u32) -> Result<u64, StorageError> {
+        let geometry = self.dev.geometry();
+        let lbas = geometry.capacity_blocks();
+        let zone_lbas = (lbas.saturating_sub(1) / u64::from(workers)) & !7;
+        if zone_lbas < MIN_ZONE_LBAS {
+            return Err(StorageError::TooSmall {
+                bytes: geometry.capacity_bytes(),
+                workers,
+                min_bytes: (1 + u64::from(workers) * MIN_ZONE_LBAS)
+                    * u64::from(geometry.block_size()),
+            });
+        }
+        Ok(zone_lbas)
+    }
+
     /// Opens (WAL recovery) or formats the zones for server `index` of `layout`; returns one
     /// PStore per worker.
     pub fn zones(
@@ -359,11 +397,7 @@ impl Storage {
             }
             return Ok(stores);
         }
-        let lbas = self.dev.geometry().capacity_blocks();
-        let zone_lbas = (lbas.saturating_sub(1) / u64::from(workers)) & !7;
-        if zone_lbas < 1024 {
-            return Err(StorageError::TooSmall { lbas, workers });
-        }
+        let zone_lbas = self.zone_lbas(workers)?;
         let sb = ServerSuper {
             index,
             servers: layout.servers(),
@@ -711,6 +745,63 @@ mod tests {
             data_size: 64 << 20,
             ..Default::default()
         }
+    }
+
+    /// Data one block short of two smallest zones is refused with the size that fits, and
+    /// data of that size formats and serves.
+    #[test]
+    fn data_too_small_for_its_zones_is_refused_with_the_size_that_fits() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::new(1, 2, 65536).unwrap();
+        let min = (1 + 2 * MIN_ZONE_LBAS) * u64::from(LBA);
+        let short = ServerConfig {
+            data_size: min - u64::from(LBA),
+            ..two_workers(&dir.path().join("short"))
+        };
+        let mut s = Storage::open(&short).unwrap();
+        assert!(matches!(
+            s.check_workers(2),
+            Err(StorageError::TooSmall { .. })
+        ));
+        s.check_workers(1).unwrap();
+        let err = s.zones(0, &layout, StoreHint::default()).err().unwrap();
+        assert!(
+            matches!(err, StorageError::TooSmall { workers: 2, min_bytes, .. } if min_bytes == min),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string().contains(&format!("at least {min} bytes")),
+            "{err}"
+        );
+        let fits = ServerConfig {
+            data_size: min,
+            ..two_workers(&dir.path().join("fits"))
+        };
+        let mut s = Storage::open(&fits).unwrap();
+        s.check_workers(2).unwrap();
+        let mut zones = s.zones(0, &layout, StoreHint::default()).unwrap();
+        let reg = libc::S_IFREG | 0o644;
+        for z in &mut zones {
+            let f = z
+                .create(ROOT_INO, b"f", reg, 0, 0, StoreHint::default())
+                .unwrap();
+            z.write(f.ino, 0, b"bytes").unwrap();
+        }
+        drop(zones);
+        // The volume now holds two zones, whatever it could hold.
+        let s = Storage::open(&fits).unwrap();
+        s.check_workers(2).unwrap();
+        let err = s.check_workers(1).err().unwrap();
+        assert!(
+            matches!(
+                err,
+                StorageError::Mismatch {
+                    what: "workers",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
     }
 
     #[test]
