@@ -398,15 +398,19 @@ fn removed_of(opcode: fabric::Opcode, bytes: &[u8]) -> Result<Option<Removed>> {
     }
 }
 
-/// Splits an absolute path into its components (`.` ignored; `..` refused).
+/// Splits an absolute path into its components (`.` ignored; `..` refused; a name longer
+/// than NAME_MAX is ENAMETOOLONG).
 fn components(path: &str) -> Result<Vec<&[u8]>> {
     if !path.starts_with('/') {
         return Err(ClientError::BadPath(path.to_string()));
     }
     let mut out = Vec::new();
     for c in path.split('/').filter(|c| !c.is_empty() && *c != ".") {
-        if c == ".." || c.len() > NAME_MAX {
+        if c == ".." {
             return Err(ClientError::BadPath(path.to_string()));
+        }
+        if c.len() > NAME_MAX {
+            return Err(Errno::ENAMETOOLONG.into());
         }
         out.push(c.as_bytes());
     }
@@ -1785,8 +1789,16 @@ impl Client {
 
     /// Renames `from` to `to`.
     pub fn rename(&mut self, from: &str, to: &str) -> Result<()> {
+        // A directory moved below itself would leave the tree as a loop no walk from the root
+        // reaches (EINVAL, as rename(2)). Paths here name no `..` and follow no symlink, so
+        // `to` is below `from` exactly when `from`'s components begin `to`'s. (The kernel makes
+        // this check for the mount, which calls `rename_at`.)
         let (sp, sn) = self.parent(from)?;
         let (dp, dn) = self.parent(to)?;
+        let (src, dst) = (components(from)?, components(to)?);
+        if dst.len() > src.len() && dst.starts_with(&src) {
+            return Err(Errno::EINVAL.into());
+        }
         self.rename_at(sp, sn, dp, dn)
     }
 
@@ -1895,7 +1907,12 @@ mod tests {
         assert!(components("/a/../b").is_err());
         assert_eq!(components("/a//./b/").unwrap(), vec![&b"a"[..], b"b"]);
         assert!(components("/").unwrap().is_empty());
-        assert!(components(&format!("/{}", "x".repeat(256))).is_err());
+        let long = components(&format!("/{}", "x".repeat(256))).unwrap_err();
+        assert_eq!(long.errno(), libc::ENAMETOOLONG, "{long}");
+        assert_eq!(
+            components(&format!("/{}", "x".repeat(255))).unwrap().len(),
+            1
+        );
     }
 
     #[test]
