@@ -727,6 +727,15 @@ fn selected(name: &str, only: &[String]) -> bool {
         })
 }
 
+/// The words of `only` that name no phase (a typo would otherwise run the echo phases alone).
+pub fn unknown_phase_words(only: &[String]) -> Vec<&str> {
+    let names = phases();
+    only.iter()
+        .map(String::as_str)
+        .filter(|o| !names.iter().any(|n| n.contains(o)))
+        .collect()
+}
+
 /// Runs phase `name` of iteration `iteration` in every worker process at once.
 fn run_phase(procs: &mut [Proc], name: &str, iteration: usize) -> Result<Phase, BenchFailure> {
     let t = Instant::now();
@@ -1025,7 +1034,8 @@ pub fn unsteady_ceilings(records: &[BenchRecord]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::{
-        files_owner, iteration_suffix, median_of_sorted, phases, selected, unsteady_ceilings,
+        files_owner, iteration_suffix, median_of_sorted, phases, selected, unknown_phase_words,
+        unsteady_ceilings,
     };
     use common::bench::{BenchRecord, Engine};
     use std::time::Duration;
@@ -1056,6 +1066,16 @@ mod tests {
             ["mdtest-create-empty-private"]
         );
         assert_eq!(run(&[]).len(), phases().len() - 5);
+    }
+
+    #[test]
+    fn only_words_that_name_no_phase_are_reported() {
+        let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(unknown_phase_words(&words(&["stat", "ior-n1", "3901", "bigdir"])).is_empty());
+        assert_eq!(
+            unknown_phase_words(&words(&["create", "stats", "ior-nn-rd"])),
+            ["stats", "ior-nn-rd"]
+        );
     }
 
     #[test]

@@ -416,6 +416,13 @@ fn run(a: Args) -> Result<()> {
             local_server_arg,
             local_logs,
         } => {
+            let unknown = peakfs::bench::unknown_phase_words(only);
+            if !unknown.is_empty() {
+                bail!(
+                    "--only {unknown:?} names no phase; the phases are {}",
+                    peakfs::bench::phases().join(", ")
+                );
+            }
             if *procs == 0 {
                 bail!("--procs must be at least 1");
             }
