@@ -488,6 +488,16 @@ pub struct StatFs {
     pub inodes_used: u64,
 }
 
+impl std::ops::AddAssign for StatFs {
+    /// Adds another slice's (or server's) capacity and usage.
+    fn add_assign(&mut self, other: Self) {
+        self.bytes_total += other.bytes_total;
+        self.bytes_used += other.bytes_used;
+        self.inodes_total += other.inodes_total;
+        self.inodes_used += other.inodes_used;
+    }
+}
+
 /// UNLINK flags.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct UnlinkFlags {

@@ -3,6 +3,7 @@
 
 use serde_json::{Value, json};
 
+use crate::placement::Route;
 use crate::protocol::{Attr, StatFs};
 
 /// The file type's name, as `stat` prints it.
@@ -167,20 +168,26 @@ fn percent(used: u64, total: u64) -> u64 {
     }
 }
 
-/// `peakfs df`'s text: a header line and the cluster's line.
-pub fn df_text(s: &StatFs) -> String {
+/// `peakfs df`'s text: a header line, one line for each of `slices` (server and worker in
+/// the first column; none without `--slices`) and the cluster's line.
+pub fn df_text(total: &StatFs, slices: &[(Route, StatFs)]) -> String {
+    let mut text = format!(
+        "{:<9} {:>8} {:>8} {:>8} {:>4} {:>12} {:>12} {:>12} {:>5}\n",
+        "Slice", "Size", "Used", "Avail", "Use%", "Inodes", "IUsed", "IFree", "IUse%",
+    );
+    for (route, s) in slices {
+        text += &df_line(&format!("{}/{}", route.server, route.worker), s);
+    }
+    text += &df_line("total", total);
+    text
+}
+
+/// One line of `peakfs df`.
+fn df_line(name: &str, s: &StatFs) -> String {
     let free = s.bytes_total.saturating_sub(s.bytes_used);
     let ifree = s.inodes_total.saturating_sub(s.inodes_used);
     format!(
-        "{:>8} {:>8} {:>8} {:>4} {:>12} {:>12} {:>12} {:>5}\n{:>8} {:>8} {:>8} {:>3}% {:>12} {:>12} {:>12} {:>4}%\n",
-        "Size",
-        "Used",
-        "Avail",
-        "Use%",
-        "Inodes",
-        "IUsed",
-        "IFree",
-        "IUse%",
+        "{name:<9} {:>8} {:>8} {:>8} {:>3}% {:>12} {:>12} {:>12} {:>4}%\n",
         human_bytes(s.bytes_total),
         human_bytes(s.bytes_used),
         human_bytes(free),
@@ -192,14 +199,30 @@ pub fn df_text(s: &StatFs) -> String {
     )
 }
 
-/// `peakfs df --json`'s object.
-pub fn df_json(s: &StatFs) -> Value {
-    json!({
-        "bytes_total": s.bytes_total, "bytes_used": s.bytes_used,
-        "bytes_free": s.bytes_total.saturating_sub(s.bytes_used),
-        "inodes_total": s.inodes_total, "inodes_used": s.inodes_used,
-        "inodes_free": s.inodes_total.saturating_sub(s.inodes_used),
-    })
+/// `peakfs df --json`'s object: the cluster's usage, and with `--slices` each slice's under
+/// "slices" (with its "server" and "worker").
+pub fn df_json(total: &StatFs, slices: &[(Route, StatFs)]) -> Value {
+    let usage = |s: &StatFs| {
+        json!({
+            "bytes_total": s.bytes_total, "bytes_used": s.bytes_used,
+            "bytes_free": s.bytes_total.saturating_sub(s.bytes_used),
+            "inodes_total": s.inodes_total, "inodes_used": s.inodes_used,
+            "inodes_free": s.inodes_total.saturating_sub(s.inodes_used),
+        })
+    };
+    let mut out = usage(total);
+    if !slices.is_empty() {
+        out["slices"] = slices
+            .iter()
+            .map(|(route, s)| {
+                let mut one = usage(s);
+                one["server"] = route.server.into();
+                one["worker"] = route.worker.into();
+                one
+            })
+            .collect();
+    }
+    out
 }
 
 #[cfg(test)]
@@ -284,21 +307,59 @@ mod tests {
         assert_eq!(percent(1, 1000), 1);
         assert_eq!(percent(0, 0), 0);
         assert_eq!(percent(u64::MAX, u64::MAX), 100);
-        let text = df_text(&StatFs {
+        let total = StatFs {
             bytes_total: 244_473_856,
             bytes_used: 1_015_808,
             inodes_total: 16_384,
             inodes_used: 3,
-        });
+        };
+        let text = df_text(&total, &[]);
         let lines: Vec<_> = text.lines().collect();
         assert_eq!(lines.len(), 2);
-        let fields: Vec<_> = lines[1].split_whitespace().collect();
+        let fields: Vec<_> = lines[1].split_whitespace().skip(1).collect();
         assert_eq!(
             fields,
             [
                 "233.1M", "992.0K", "232.2M", "1%", "16384", "3", "16381", "1%"
             ]
         );
+        let half = StatFs {
+            bytes_total: total.bytes_total / 2,
+            inodes_total: total.inodes_total / 2,
+            ..total
+        };
+        let slices = [
+            (
+                Route {
+                    server: 0,
+                    worker: 1,
+                },
+                half,
+            ),
+            (
+                Route {
+                    server: 1,
+                    worker: 0,
+                },
+                StatFs {
+                    bytes_used: 0,
+                    inodes_used: 0,
+                    ..half
+                },
+            ),
+        ];
+        let text = df_text(&total, &slices);
+        let firsts: Vec<_> = text
+            .lines()
+            .filter_map(|l| l.split_whitespace().next())
+            .collect();
+        assert_eq!(firsts, ["Slice", "0/1", "1/0", "total"]);
+        let j = df_json(&total, &slices);
+        assert_eq!(j["inodes_free"], 16_381);
+        assert_eq!(j["slices"][0]["worker"], 1);
+        assert_eq!(j["slices"][1]["server"], 1);
+        assert_eq!(j["slices"][1]["bytes_free"], half.bytes_total);
+        assert!(df_json(&total, &[]).get("slices").is_none());
     }
 
     #[test]

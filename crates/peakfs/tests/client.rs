@@ -1197,6 +1197,28 @@ fn the_cli_tools_copy_list_stat_and_name_the_path_in_errors() {
     assert_eq!(df["inodes_used"], usage.inodes_used);
     assert!(usage.bytes_used >= body.len() as u64, "{usage:?}");
     assert_eq!(ok(&["df"]).lines().count(), 2);
+    // Per slice (2 servers of 2 workers): the slices add up to the cluster, and the file's
+    // 1.5 MB of 64 KiB blocks went to more than one of them.
+    let text = ok(&["df", "--slices"]);
+    let firsts: Vec<_> = text
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(
+        firsts,
+        ["Slice", "0/0", "0/1", "1/0", "1/1", "total"],
+        "{text}"
+    );
+    let df: serde_json::Value = serde_json::from_str(&ok(&["df", "--slices", "--json"])).unwrap();
+    let slices = df["slices"].as_array().unwrap();
+    let sum = |key: &str| slices.iter().map(|s| s[key].as_u64().unwrap()).sum::<u64>();
+    assert_eq!(sum("bytes_total"), usage.bytes_total);
+    assert_eq!(sum("inodes_total"), usage.inodes_total);
+    let holding = slices
+        .iter()
+        .filter(|s| s["bytes_used"].as_u64() > Some(0))
+        .count();
+    assert!(holding > 1, "{df}");
 
     // Each refusal: one line that names the path, then the errno's text.
     for (args, want) in [

@@ -12,6 +12,7 @@ use peakfs::bench::{BenchConfig, Worker};
 use peakfs::client::{Client, ClientOptions};
 use peakfs::local_cluster::{LocalCluster, LocalClusterConfig, split_cores};
 use peakfs::placement::Hint;
+use peakfs::protocol::StatFs;
 use peakfs::show;
 use peakfs::xattr::{HintAttr, SetFlags};
 
@@ -186,6 +187,10 @@ enum Cmd {
     },
     /// Capacity and usage of the whole cluster.
     Df {
+        /// Also each slice's (server/worker): how evenly the distribution spread the data and
+        /// inodes.
+        #[arg(long)]
+        slices: bool,
         /// JSON output.
         #[arg(long)]
         json: bool,
@@ -598,12 +603,17 @@ fn run(a: Args) -> Result<()> {
         Cmd::Mv { from, to } => Ok(client(&a)?
             .rename(from, to)
             .with_context(|| format!("{from} -> {to}"))?),
-        Cmd::Df { json } => {
-            let s = client(&a)?.statfs()?;
+        Cmd::Df { slices, json } => {
+            let per_slice = client(&a)?.statfs_slices()?;
+            let mut total = StatFs::default();
+            for (_, s) in &per_slice {
+                total += *s;
+            }
+            let shown = if *slices { &per_slice[..] } else { &[] };
             if *json {
-                println!("{}", show::df_json(&s));
+                println!("{}", show::df_json(&total, shown));
             } else {
-                print!("{}", show::df_text(&s));
+                print!("{}", show::df_text(&total, shown));
             }
             Ok(())
         }

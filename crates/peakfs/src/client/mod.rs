@@ -1271,19 +1271,30 @@ impl Client {
 
     /// Capacity and usage summed over every slice.
     pub fn statfs(&mut self) -> Result<StatFs> {
+        let mut sum = StatFs::default();
+        for (_, s) in self.statfs_slices()? {
+            sum += s;
+        }
+        Ok(sum)
+    }
+
+    /// Capacity and usage of each slice by server and worker (asked of all at once): how
+    /// evenly the distribution spread what the cluster holds.
+    pub fn statfs_slices(&mut self) -> Result<Vec<(Route, StatFs)>> {
         let reqs: Vec<_> = (0..u64::from(self.layout.slots()))
             .map(|l| (l, Request::StatFs))
             .collect();
-        let mut sum = StatFs::default();
-        for r in self.conns.call_many(&reqs) {
-            if let Reply::StatFs(s) = Reply::decode(op::STATFS, &r?)? {
-                sum.bytes_total += s.bytes_total;
-                sum.bytes_used += s.bytes_used;
-                sum.inodes_total += s.inodes_total;
-                sum.inodes_used += s.inodes_used;
-            }
-        }
-        Ok(sum)
+        let replies = self.conns.call_many(&reqs);
+        let mut slices = reqs
+            .iter()
+            .zip(replies)
+            .map(|(&(l, _), r)| match Reply::decode(op::STATFS, &r?)? {
+                Reply::StatFs(s) => Ok((self.layout.route(l), s)),
+                _ => Err(ClientError::Protocol("STATFS reply without usage".into())),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        slices.sort_by_key(|(r, _)| (r.server, r.worker));
+        Ok(slices)
     }
 
     fn install(&mut self, a: &Attr, flags: i32) -> Result<u64> {
