@@ -9,7 +9,7 @@ mod cluster;
 mod cuda_check;
 mod deps;
 
-use anyhow::Result;
+use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 
 /// Project automation for the GPU-storage workspace.
@@ -164,7 +164,37 @@ fn ci() -> Result<()> {
         ]))?;
     }
     loom_tests()?;
+    fuzz_check()?;
     cuda_check::run()
+}
+
+/// Type-checks every cargo-fuzz crate (`crates/*/fuzz`, workspaces of their own that no other
+/// step builds) against its committed lock file, so that a change of the APIs they fuzz or
+/// of the dependencies shows here and not at the next fuzzing run. One target directory for
+/// all of them: they share most dependencies.
+fn fuzz_check() -> Result<()> {
+    let workspace = cargo::Workspace::load()?;
+    let crates = cargo::workspace_root().join("crates");
+    let mut manifests: Vec<_> = std::fs::read_dir(&crates)
+        .with_context(|| crates.display().to_string())?
+        .filter_map(|entry| Some(entry.ok()?.path().join("fuzz").join("Cargo.toml")))
+        .filter(|manifest| manifest.is_file())
+        .collect();
+    manifests.sort();
+    if manifests.is_empty() {
+        bail!("no cargo-fuzz crate under {}", crates.display());
+    }
+    for manifest in manifests {
+        cargo::run(
+            cargo::command()
+                .env("CARGO_TARGET_DIR", workspace.target_dir.join("fuzz-check"))
+                .arg("check")
+                .arg("--manifest-path")
+                .arg(&manifest)
+                .args(["--bins", "--locked"]),
+        )?;
+    }
+    Ok(())
 }
 
 /// Runs every test target whose name contains `loom`, built with `--cfg loom` in release mode
