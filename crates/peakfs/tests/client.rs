@@ -1155,6 +1155,25 @@ fn the_cli_tools_copy_list_stat_and_name_the_path_in_errors() {
     ok(&["get", "/cli/f", back.to_str().unwrap()]);
     assert!(std::fs::read(&back).unwrap() == body);
 
+    // A reader that stops early: `get` ends quietly and with success, as `cat | head` does.
+    let mut head = std::process::Command::new(env!("CARGO_BIN_EXE_peakfs"))
+        .args(["--master", &cl.master_addr, "get", "/cli/f", "-"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 10];
+    std::io::Read::read_exact(head.stdout.as_mut().unwrap(), &mut first).unwrap();
+    assert!(first == body[..10]);
+    drop(head.stdout.take());
+    let out = head.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stderr.is_empty(),
+        "{:?}: {stderr}",
+        out.status
+    );
+
     assert_eq!(ok(&["ls", "/cli"]), "f\nsub/\n");
     let mut c = cl.client();
     let f = c.stat("/cli/f").unwrap();

@@ -365,7 +365,8 @@ fn put(c: &mut Client, input: &mut dyn Read, path: &str) -> Result<()> {
     Ok(())
 }
 
-/// `peakfs get`: a file's bytes to the output.
+/// `peakfs get`: a file's bytes to the output. A reader that goes away (`| head`) ends the
+/// copy quietly, as SIGPIPE would end a C tool.
 fn get(c: &mut Client, path: &str, out: &mut dyn Write) -> Result<()> {
     let fd = c.open(path, libc::O_RDONLY, 0)?;
     loop {
@@ -373,7 +374,10 @@ fn get(c: &mut Client, path: &str, out: &mut dyn Write) -> Result<()> {
         if d.is_empty() {
             break;
         }
-        out.write_all(&d)?;
+        match out.write_all(&d) {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => break,
+            other => other?,
+        }
     }
     c.close(fd)?;
     Ok(())
