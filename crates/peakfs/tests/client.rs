@@ -1014,6 +1014,58 @@ fn a_strided_reader_keeps_its_next_transfers_in_flight() {
     r.close(fd).unwrap();
 }
 
+/// A random reader gets what it asks for and nothing more: each 4 KiB read away from where
+/// the last one ended is one READ (in block-based and file-based files), with no read-ahead
+/// for the next read to throw away. A read that goes on where the last one ended starts the
+/// read-ahead, and so does a first read at offset 0.
+#[test]
+fn a_random_reader_sends_no_read_ahead_and_a_sequential_one_starts_it() {
+    const PIECE: usize = peakfs::client::readahead::READ_PIECE as usize;
+    let cl = Cluster::start(2);
+    let mut w = cl.client();
+    let body = pattern(11, 16 * PIECE);
+    for (dir, dist) in [("/rb", DataDist::Block), ("/rf", DataDist::File)] {
+        w.mkdir(dir, 0o755, Some(dir_of(dist))).unwrap();
+        let fd = w.create(&format!("{dir}/f"), 0o644).unwrap();
+        w.pwrite(fd, &body, 0).unwrap();
+        w.close(fd).unwrap();
+        let mut r = cl.client();
+        let fd = r.open(&format!("{dir}/f"), libc::O_RDONLY, 0).unwrap();
+        let mut read = |at: usize| {
+            let sent = r.rpcs_sent();
+            assert!(
+                r.pread(fd, 4096, at as u64).unwrap() == body[at..at + 4096],
+                "{dir} at {at}"
+            );
+            r.rpcs_sent() - sent
+        };
+        // Scattered 4 KiB reads, none where the one before ended (and none at 0).
+        let scattered: Vec<u64> = [9, 2, 14, 5, 11, 1, 7]
+            .iter()
+            .map(|&k| read(k * PIECE + 8192))
+            .collect();
+        assert_eq!(scattered, [1; 7], "{dir}: requests per random read");
+        // Where the last read ended: read-ahead starts (the read and more), and the next
+        // sequential read finds its bytes already sent.
+        let at = 7 * PIECE + 8192 + 4096;
+        assert!(
+            read(at) > 1,
+            "{dir}: a sequential read starts the read-ahead"
+        );
+        assert_eq!(read(at + 4096), 0, "{dir}: the next one is served from it");
+        r.close(fd).unwrap();
+        // A first read at 0 is a sequential reader's.
+        let fd = r.open(&format!("{dir}/f"), libc::O_RDONLY, 0).unwrap();
+        let sent = r.rpcs_sent();
+        assert!(r.pread(fd, 4096, 0).unwrap() == body[..4096]);
+        assert!(
+            r.rpcs_sent() - sent > 1,
+            "{dir}: read-ahead from the first read at 0"
+        );
+        r.close(fd).unwrap();
+    }
+}
+
 /// A sequential reader of a file-based file: its read-ahead goes out as READs of
 /// `READ_PIECE` bytes, each byte read once, and a read returns the right bytes whether it
 /// takes one piece whole, parts of two, or crosses the end of the file. A write through the
