@@ -783,8 +783,9 @@ impl PData {
         Ok(())
     }
 
-    /// Cuts a block to its first `keep` bytes: frees pages past them and zeroes the rest of
-    /// the last kept page. Returns the block's new run.
+    /// Cuts a block to its first `keep` bytes: frees pages past them, and when the cut falls
+    /// inside a page, moves the kept pages to a new run with the rest of that page zeroed.
+    /// Returns the block's new run.
     pub fn shrink_block(
         &mut self,
         zone: &Zone,
@@ -809,11 +810,20 @@ impl PData {
             kept.pages = kept_pages;
         }
         if !keep.is_multiple_of(PAGE) {
-            let at = self.base + run.start + u64::from(kept_pages) - 1;
-            let mut page = vec![0u8; PAGE];
-            self.read_pages(zone, at, &mut page)?;
-            page[keep % PAGE..].fill(0);
-            self.stage(zone, at, Cow::Owned(page))?;
+            // The cut page's tail is zeroed in a copy of the kept pages, not in place: the
+            // pages in place may hold what the last fsync made durable, and a power cut that
+            // kept the zeroed page without the cut's log record (a truncate written through
+            // before its reply) would leave zeros inside the size the log still gives the
+            // file. The old pages are freed like any others: reused only once the cut is
+            // durable.
+            let first = u32::from(run.first);
+            let copy = self.alloc(first, kept_pages, tx)?;
+            let mut buf = vec![0u8; kept_pages as usize * PAGE];
+            self.read_pages(zone, self.base + run.start, &mut buf)?;
+            buf[keep - first as usize * PAGE..].fill(0);
+            self.stage(zone, self.base + copy.start, Cow::Owned(buf))?;
+            self.free(kept, tx);
+            return Ok(copy);
         }
         Ok(kept)
     }
