@@ -488,13 +488,15 @@ pub struct StatFs {
     pub inodes_used: u64,
 }
 
-impl std::ops::AddAssign for StatFs {
-    /// Adds another slice's (or server's) capacity and usage.
-    fn add_assign(&mut self, other: Self) {
-        self.bytes_total += other.bytes_total;
-        self.bytes_used += other.bytes_used;
-        self.inodes_total += other.inodes_total;
-        self.inodes_used += other.inodes_used;
+impl std::iter::Sum for StatFs {
+    /// The capacity and usage of several slices together.
+    fn sum<I: Iterator<Item = Self>>(slices: I) -> Self {
+        slices.fold(Self::default(), |sum, s| Self {
+            bytes_total: sum.bytes_total + s.bytes_total,
+            bytes_used: sum.bytes_used + s.bytes_used,
+            inodes_total: sum.inodes_total + s.inodes_total,
+            inodes_used: sum.inodes_used + s.inodes_used,
+        })
     }
 }
 

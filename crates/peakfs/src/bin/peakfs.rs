@@ -609,10 +609,7 @@ fn run(a: Args) -> Result<()> {
             .with_context(|| format!("{from} -> {to}"))?),
         Cmd::Df { slices, json } => {
             let per_slice = client(&a)?.statfs_slices()?;
-            let mut total = StatFs::default();
-            for (_, s) in &per_slice {
-                total += *s;
-            }
+            let total: StatFs = per_slice.iter().map(|(_, s)| *s).sum();
             let shown = if *slices { &per_slice[..] } else { &[] };
             if *json {
                 println!("{}", show::df_json(&total, shown));

@@ -1271,11 +1271,7 @@ impl Client {
 
     /// Capacity and usage summed over every slice.
     pub fn statfs(&mut self) -> Result<StatFs> {
-        let mut sum = StatFs::default();
-        for (_, s) in self.statfs_slices()? {
-            sum += s;
-        }
-        Ok(sum)
+        Ok(self.statfs_slices()?.into_iter().map(|(_, s)| s).sum())
     }
 
     /// Capacity and usage of each slice by server and worker (asked of all at once): how

@@ -803,27 +803,26 @@ impl PData {
             return Ok(PageRun::NONE);
         }
         let kept_pages = keep_end - u32::from(run.first);
-        let mut kept = run;
-        if kept_pages < run.pages {
-            let tail = PageRun::new(run.start + u64::from(kept_pages), run.pages - kept_pages);
-            self.free(tail, tx);
-            kept.pages = kept_pages;
-        }
         if !keep.is_multiple_of(PAGE) {
             // The cut page's tail is zeroed in a copy of the kept pages, not in place: the
             // pages in place may hold what the last fsync made durable, and a power cut that
             // kept the zeroed page without the cut's log record (a truncate written through
             // before its reply) would leave zeros inside the size the log still gives the
-            // file. The old pages are freed like any others: reused only once the cut is
-            // durable.
+            // file. The old run is freed like any other: reused only once the cut is durable.
             let first = u32::from(run.first);
             let copy = self.alloc(first, kept_pages, tx)?;
             let mut buf = vec![0u8; kept_pages as usize * PAGE];
             self.read_pages(zone, self.base + run.start, &mut buf)?;
             buf[keep - first as usize * PAGE..].fill(0);
             self.stage(zone, self.base + copy.start, Cow::Owned(buf))?;
-            self.free(kept, tx);
+            self.free(run, tx);
             return Ok(copy);
+        }
+        let mut kept = run;
+        if kept_pages < run.pages {
+            let tail = PageRun::new(run.start + u64::from(kept_pages), run.pages - kept_pages);
+            self.free(tail, tx);
+            kept.pages = kept_pages;
         }
         Ok(kept)
     }

@@ -346,11 +346,11 @@ impl Storage {
         root_hint: StoreHint,
     ) -> Result<Vec<PStore>, StorageError> {
         let workers = layout.workers();
+        self.check_workers(workers)?;
         if let Some(sb) = self.existing {
             for (what, stored, asked) in [
                 ("index", sb.index, index),
                 ("servers", sb.servers, layout.servers()),
-                ("workers", sb.workers, workers),
                 ("block size", sb.block_size, layout.block_size()),
             ] {
                 if stored != asked {
