@@ -1360,3 +1360,39 @@ fn a_directory_cannot_be_renamed_below_itself() {
         libc::ENAMETOOLONG
     );
 }
+
+#[test]
+fn clients_of_a_group_act_as_one_for_open_files_orphans_and_directory_hints() {
+    let cl = Cluster::start(2);
+    let (mut a, mut b) = (cl.client(), cl.client());
+    b.join(&a).unwrap();
+    let before = a.statfs().unwrap().inodes_used;
+    let fd = a.create("/f", 0o644).unwrap();
+    a.write(fd, b"kept while open").unwrap();
+    a.fsync(fd).unwrap();
+    // Unlinked through the other client of the group: an orphan until the group's last close.
+    b.unlink("/f").unwrap();
+    assert_eq!(errno(b.stat("/f")), libc::ENOENT);
+    assert_eq!(a.pread(fd, 100, 0).unwrap(), b"kept while open");
+    assert_eq!(a.statfs().unwrap().inodes_used, before + 1);
+    a.close(fd).unwrap();
+    assert_eq!(
+        a.statfs().unwrap().inodes_used,
+        before,
+        "freed at the last close"
+    );
+    // A client with a file open cannot join a group.
+    let mut c = cl.client();
+    let fd = c.create("/g", 0o644).unwrap();
+    assert_eq!(errno(c.join(&a)), libc::EBUSY);
+    c.close(fd).unwrap();
+
+    // A hint set through one client holds for files the other makes, though that one knew
+    // the directory's old hint.
+    let d = a.mkdir("/d", 0o755, None).unwrap();
+    assert_eq!(b.stat("/d").unwrap().hint.data, DataDist::Block);
+    a.set_hint(d.ino, Some(DataDist::File), None).unwrap();
+    let fd = b.create("/d/new", 0o644).unwrap();
+    b.close(fd).unwrap();
+    assert_eq!(a.stat("/d/new").unwrap().hint.data, DataDist::File);
+}

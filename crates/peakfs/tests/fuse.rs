@@ -6,10 +6,13 @@
 mod client_support;
 
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use client_support::Cluster;
+use peakfs::placement::{DataDist, home_lambda};
 
 fn fuse_available() -> bool {
     // SAFETY: geteuid has no preconditions.
@@ -34,7 +37,8 @@ fn mounted() -> Option<(Cluster, tempfile::TempDir, fuser::BackgroundSession)> {
     let mnt = tempfile::tempdir().unwrap();
     // Users other than root (the set-ID test's writer) must reach the mount point.
     std::fs::set_permissions(mnt.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let session = peakfs::fuse::spawn_mount(cl.client(), mnt.path(), 2).unwrap();
+    let session =
+        peakfs::fuse::spawn_mount(vec![cl.client(), cl.client(), cl.client()], mnt.path()).unwrap();
     Some((cl, mnt, session))
 }
 
@@ -339,5 +343,120 @@ fn writes_truncates_and_changes_of_owner_drop_set_id_bits_as_the_kernel_would() 
     assert_eq!(mode("w"), 0o4755);
     std::os::unix::fs::chown(m.join("w"), Some(65534), None).unwrap();
     assert_eq!(mode("w"), 0o755);
+    session.umount_and_join().unwrap();
+}
+
+/// A file under `/` of `cl` with 10 bytes, whose inode (and so its data) is on `server`.
+fn file_on_server(cl: &Cluster, server: u32) -> String {
+    let mut c = cl.client();
+    for i in 0.. {
+        let path = format!("/on{server}-{i}");
+        let fd = c.create(&path, 0o644).unwrap();
+        c.write(fd, b"0123456789").unwrap();
+        c.close(fd).unwrap();
+        let ino = c.stat(&path).unwrap().ino;
+        if c.layout().route(home_lambda(ino)).server == server {
+            return path;
+        }
+        c.unlink(&path).unwrap();
+    }
+    unreachable!()
+}
+
+#[test]
+fn requests_about_different_files_proceed_side_by_side() {
+    let Some((cl, mnt, session)) = mounted() else {
+        return;
+    };
+    let m = mnt.path();
+    let stalled = m.join(&file_on_server(&cl, 0)[1..]);
+    let live = m.join(&file_on_server(&cl, 1)[1..]);
+    let mut stalled_file = std::fs::File::open(&stalled).unwrap();
+    let mut live_file = std::fs::File::open(&live).unwrap();
+    // SIGSTOP: server 0 keeps its sockets open but answers nothing, so the read of its file
+    // holds its lane until the client's timeout (5 s).
+    let server0 = cl.servers[0].child.id() as i32;
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(server0, libc::SIGSTOP) }, 0);
+    let reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        stalled_file.read_to_end(&mut buf).map(|_| buf)
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    let mut got = Vec::new();
+    live_file.read_to_end(&mut got).unwrap();
+    let took = t.elapsed();
+    let stalled_still_waits = !reader.is_finished();
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(server0, libc::SIGCONT) }, 0);
+    let _ = reader.join().unwrap();
+    assert_eq!(got, b"0123456789");
+    assert!(
+        stalled_still_waits && took < Duration::from_secs(2),
+        "the read of a live server's file took {took:?} while another waited for a stopped \
+         server (still waiting: {stalled_still_waits})"
+    );
+    drop(live_file);
+    session.umount_and_join().unwrap();
+}
+
+#[test]
+fn descriptors_of_one_file_see_each_others_writes_before_the_close() {
+    let Some((cl, mnt, session)) = mounted() else {
+        return;
+    };
+    let m = mnt.path();
+    let path = m.join("shared");
+    // Created (FUSE create), then opened again (FUSE open): both descriptors must be on the
+    // same client, whose uncommitted writes they then share.
+    let mut writer = std::fs::File::create_new(&path).unwrap();
+    let reader = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(&path)
+        .unwrap();
+    // A block on a slice other than the inode's: its WRITE does not raise the size at home,
+    // only the commit at close would.
+    let c = cl.client();
+    let layout = *c.layout();
+    let ino = writer.metadata().unwrap().ino();
+    let home = layout.route(home_lambda(ino));
+    let block = u64::from(layout.block_size());
+    let offset = (1..)
+        .map(|b| b * block)
+        .find(|&o| layout.route(layout.data_lambda(ino, DataDist::Block, o)) != home)
+        .unwrap();
+    writer.seek(SeekFrom::Start(offset)).unwrap();
+    writer.write_all(b"not yet committed").unwrap();
+    let end = offset + 17;
+    assert_eq!(
+        reader.metadata().unwrap().len(),
+        end,
+        "fstat of the other descriptor"
+    );
+    // O_DIRECT: the read reaches the file system, not the kernel's copy of the writer's pages.
+    let layout4k = std::alloc::Layout::from_size_align(4096, 4096).unwrap();
+    // SAFETY: a non-zero size; freed below with the same layout.
+    let buf = unsafe { std::alloc::alloc_zeroed(layout4k) };
+    assert!(!buf.is_null());
+    // SAFETY: `buf` holds 4096 bytes; the offset is a multiple of the block size.
+    let n = unsafe {
+        libc::pread(
+            reader.as_raw_fd(),
+            buf.cast(),
+            4096,
+            i64::try_from(offset).unwrap(),
+        )
+    };
+    // SAFETY: `buf` holds 4096 initialized bytes and outlives the slice.
+    let read = unsafe { std::slice::from_raw_parts(buf, 4096) }[..n.max(0) as usize].to_vec();
+    // SAFETY: allocated above with this layout.
+    unsafe { std::alloc::dealloc(buf, layout4k) };
+    assert_eq!(
+        read, b"not yet committed",
+        "read through the other descriptor"
+    );
+    drop((writer, reader));
     session.umount_and_join().unwrap();
 }

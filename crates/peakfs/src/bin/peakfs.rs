@@ -51,9 +51,10 @@ enum Cmd {
     Mount {
         /// Mount point.
         mountpoint: PathBuf,
-        /// FUSE threads.
-        #[arg(long, default_value_t = 2)]
-        threads: usize,
+        /// FUSE threads, each with a client of its own: requests about different files
+        /// proceed side by side (1 to 256).
+        #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
+        threads: u16,
     },
     /// mdtest/IOR-style benchmark with many client processes and the RPC echo ceiling.
     Bench {
@@ -258,14 +259,17 @@ fn client(a: &Args) -> Result<Client> {
     Client::connect(&a.master, opts).with_context(|| format!("connecting to {}", a.master))
 }
 
-fn mount(c: Client, mountpoint: &std::path::Path, threads: usize) -> Result<()> {
+fn mount(a: &Args, mountpoint: &std::path::Path, threads: u16) -> Result<()> {
+    let clients = (0..threads)
+        .map(|_| client(a))
+        .collect::<Result<Vec<_>>>()?;
     // Signals go to a flag before any thread starts, so none is lost.
     let mut signals = signal_hook::iterator::Signals::new([
         signal_hook::consts::SIGINT,
         signal_hook::consts::SIGTERM,
     ])
     .context("installing signal handlers")?;
-    let session = peakfs::fuse::spawn_mount(c, mountpoint, threads)
+    let session = peakfs::fuse::spawn_mount(clients, mountpoint)
         .with_context(|| format!("FUSE mount at {}", mountpoint.display()))?;
     tracing::info!("mounted at {}", mountpoint.display());
     println!("peakfs mounted at {}", mountpoint.display());
@@ -403,7 +407,7 @@ fn run(a: Args) -> Result<()> {
         Cmd::Mount {
             mountpoint,
             threads,
-        } => mount(client(&a)?, mountpoint, *threads),
+        } => mount(&a, mountpoint, *threads),
         Cmd::Bench {
             procs,
             files,

@@ -91,11 +91,6 @@ impl<F: OfIno> FileMap<F> {
         self.files.get_mut(&fd)
     }
 
-    /// Whether any descriptor names `ino`.
-    pub fn is_open(&self, ino: u64) -> bool {
-        self.by_ino.contains_key(&ino)
-    }
-
     /// Whether no file is open.
     pub fn is_empty(&self) -> bool {
         self.files.is_empty()
@@ -180,7 +175,6 @@ mod tests {
                 }
                 prop_assert_eq!(map.is_empty(), model.is_empty());
                 for ino in 0..4 {
-                    prop_assert_eq!(map.is_open(ino), model.values().any(|f| f.ino == ino));
                     let mut got: Vec<_> = map.of_ino(ino).map(|f| f.touched).collect();
                     let mut want: Vec<_> = model.values().filter(|f| f.ino == ino).map(|f| f.touched).collect();
                     got.sort_unstable();

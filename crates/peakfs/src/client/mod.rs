@@ -34,14 +34,17 @@
 //! pages, never a wrong read).
 //!
 //! A [`Client`] is one connection set used from one thread at a time (`&mut self`); share it
-//! behind a mutex, or open one per thread or process (as HPC client processes do).
+//! behind a mutex, or open one per thread or process (as HPC client processes do). Clients
+//! that must act as one, the lanes of a FUSE mount, form a [`group`] ([`Client::join`]).
 
 pub mod conn;
 pub mod dcache;
 pub mod filemap;
+pub mod group;
 pub mod readahead;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -53,11 +56,11 @@ use crate::protocol::{
     Request, SetAttr, StatFs, UnlinkFlags, is_dir_mode, op,
 };
 use crate::pstore::inode::mode_without_set_id_bits;
-use crate::pstore::table::{U64Map, U64Set};
 
 use conn::Conns;
 use dcache::DentryCache;
 use filemap::{FileMap, OfIno};
+use group::Group;
 use readahead::{READ_PIECE, ReadAhead, Stream};
 
 /// Errors of client operations.
@@ -359,13 +362,12 @@ pub struct Client {
     conns: Conns,
     layout: Layout,
     dcache: DentryCache,
-    /// What directories give their new entries, by ino. A directory's bigdir flag never
-    /// changes; its defaults for new files may ([`Client::set_hint`]), and this client sees
-    /// another's change when it next looks the directory up.
-    hints: U64Map<DirDefaults>,
+    /// What this client shares with the others of its group: what directories give their new
+    /// entries (a directory's bigdir flag never changes; its defaults for new files may,
+    /// [`Client::set_hint`], and a client outside the group sees the change when it next
+    /// looks the directory up), and which inodes are open and which of them are orphans.
+    group: Arc<Group>,
     files: FileMap<OpenFile>,
-    /// Inodes unlinked while open here (orphans at their home): freed at the last close.
-    orphans: U64Set,
     next_fd: u64,
     /// λ of this client's home slice: its directories go there (near placement), and every
     /// server serves it on that slice's worker.
@@ -502,9 +504,8 @@ impl Client {
             opts,
             conns,
             layout,
-            hints: U64Map::default(),
+            group: Arc::default(),
             files: FileMap::default(),
-            orphans: U64Set::default(),
             next_fd: 3,
         })
     }
@@ -539,23 +540,26 @@ impl Client {
         self.layout.route(a) == self.layout.route(b)
     }
 
-    /// Whether this client holds inode `ino` open.
-    fn is_open(&self, ino: u64) -> bool {
-        self.files.is_open(ino)
+    /// Joins the group of `other`: from now on the two act as one client towards the servers
+    /// for open files, orphans and directory defaults ([`group`]). For a client with no file
+    /// open (EBUSY otherwise): what it knew of directories is dropped.
+    pub fn join(&mut self, other: &Client) -> Result<()> {
+        if !self.files.is_empty() {
+            return Err(Errno::EBUSY.into());
+        }
+        self.group = Arc::clone(&other.group);
+        Ok(())
     }
 
     /// Whether an unlink or rename must let an inode losing its last link become an orphan:
-    /// it may be one of this client's open files (the reply tells which inode it was).
+    /// it may be a file open in this client's group (the reply tells which inode it was).
     fn keep_orphans(&self) -> bool {
-        !self.files.is_empty()
+        self.group.any_open()
     }
 
     fn learn(&mut self, a: &Attr) {
         if a.is_dir() {
-            if self.hints.len() > 1 << 20 {
-                self.hints.clear();
-            }
-            self.hints.insert(
+            self.group.learn_dir(
                 a.ino,
                 DirDefaults {
                     hint: a.hint,
@@ -629,8 +633,8 @@ impl Client {
     }
 
     fn dir_defaults(&mut self, ino: u64) -> Result<DirDefaults> {
-        if let Some(d) = self.hints.get(&ino) {
-            return Ok(*d);
+        if let Some(d) = self.group.dir_defaults(ino) {
+            return Ok(d);
         }
         let a = self.getattr(ino)?;
         if !a.is_dir() {
@@ -938,10 +942,7 @@ impl Client {
             r
         };
         match r.fate {
-            Fate::Orphan if self.is_open(r.ino) => {
-                self.orphans.insert(r.ino);
-                Ok(())
-            }
+            Fate::Orphan if self.group.keep_orphan(r.ino) => Ok(()),
             Fate::Orphan => self.free_orphan(r.ino),
             Fate::Freed => self.free_data(&r),
             Fate::Linked | Fate::Elsewhere => Ok(()),
@@ -1071,7 +1072,7 @@ impl Client {
             }
         };
         self.dcache.remove(pino, name);
-        self.hints.remove(&c.ino);
+        self.group.forget_dir(c.ino);
         let r = removed.ok_or(ClientError::Errno(Errno::ENOENT))?;
         self.adjust_parents(&[(pino, l, -1)])?;
         self.settle_removed(r, false)
@@ -1301,6 +1302,7 @@ impl Client {
         }
         let fd = self.next_fd;
         self.next_fd += 1;
+        self.group.opened(a.ino);
         self.files.insert(
             fd,
             OpenFile {
@@ -1328,6 +1330,10 @@ impl Client {
             };
             if let Err(e) = self.setattr(a.ino, set) {
                 self.files.remove(fd);
+                if self.group.closed(a.ino) {
+                    // Unlinked meanwhile elsewhere in the group, and open nowhere else now.
+                    let _ = self.free_orphan(a.ino);
+                }
                 return Err(e);
             }
         }
@@ -1545,8 +1551,8 @@ impl Client {
         if f.read_sent {
             let _ = self.call(home_lambda(f.ino), &Request::Close { ino: f.ino });
         }
-        // The last close of a file unlinked while open here frees it.
-        let freed = if !self.is_open(f.ino) && self.orphans.remove(&f.ino) {
+        // The group's last close of a file unlinked while open frees it.
+        let freed = if self.group.closed(f.ino) {
             self.free_orphan(f.ino)
         } else {
             Ok(())
@@ -1715,7 +1721,7 @@ impl Client {
 
     /// Attributes of the directory at `path`, resolved through the dentry cache.
     fn resolve_dir(&mut self, comps: &[&[u8]]) -> Result<Attr> {
-        let mut cur = match self.hints.get(&ROOT_INO) {
+        let mut cur = match self.group.dir_defaults(ROOT_INO) {
             Some(d) => Attr {
                 ino: ROOT_INO,
                 mode: libc::S_IFDIR,

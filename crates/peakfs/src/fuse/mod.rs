@@ -1,9 +1,10 @@
 //! `peakfs mount`: a FUSE file system over the client library (PeakFS §III-A: the paper's
 //! client intercepts system calls; here the kernel forwards them through FUSE).
 //!
-//! FUSE inode numbers are PeakFS inos (the root is ino 1 in both). A FUSE file handle is a
-//! client file descriptor, so the write pipeline and commit consistency of
-//! [`crate::client`] apply per open file: `write` returns once sent, `flush` (every close(2))
+//! FUSE inode numbers are PeakFS inos (the root is ino 1 in both). The mount runs a client per
+//! FUSE thread ([`lanes`]), so the requests of different files proceed side by side; a FUSE
+//! file handle names a client file descriptor, so the write pipeline and commit consistency
+//! of [`crate::client`] apply per open file: `write` returns once sent, `flush` (every close(2))
 //! commits, `fsync` also makes the data durable. Attributes are not cached by the kernel
 //! (TTL 0: other clients' commits change sizes), names for [`ENTRY_TTL`]. Permission checks are
 //! the kernel's (`default_permissions`). Hard links are entries naming one inode, whose link
@@ -16,6 +17,8 @@ use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+pub mod lanes;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -30,6 +33,8 @@ use crate::client::{Caller, Client, ClientError, Entry};
 use crate::protocol::{Attr, SetAttr};
 use crate::xattr::{self, Change, HintAttr, SetFlags, XattrError};
 
+use lanes::Lanes;
+
 /// How long the kernel may cache a name → inode mapping.
 pub const ENTRY_TTL: Duration = Duration::from_secs(1);
 /// How long the kernel may cache attributes.
@@ -40,19 +45,21 @@ const BLKSIZE: u32 = 4096;
 /// The FUSE file system.
 #[derive(Debug)]
 pub struct PeakFuse {
-    client: Mutex<Client>,
+    lanes: Lanes,
     /// Directory snapshots of open directory handles.
     dirs: Mutex<HashMap<u64, Arc<Vec<Entry>>>>,
     next_dir: AtomicU64,
 }
 
-/// Mounts `client`'s file system at `mountpoint` with `threads` FUSE threads; dropping (or
-/// `umount_and_join`ing) the session unmounts it.
+/// Mounts the file system of `clients` (its lanes, 1 to [`lanes::MAX_LANES`]) at
+/// `mountpoint` with a FUSE thread per client; dropping (or `umount_and_join`ing) the session
+/// unmounts it.
 pub fn spawn_mount(
-    client: Client,
+    clients: Vec<Client>,
     mountpoint: &Path,
-    threads: usize,
 ) -> std::io::Result<fuser::BackgroundSession> {
+    let threads = clients.len();
+    let fs = PeakFuse::new(clients).map_err(std::io::Error::other)?;
     let mut config = fuser::Config::default();
     config.mount_options = vec![
         fuser::MountOption::FSName("peakfs".into()),
@@ -61,8 +68,8 @@ pub fn spawn_mount(
         fuser::MountOption::RW,
     ];
     config.acl = fuser::SessionACL::All;
-    config.n_threads = Some(threads.max(1));
-    fuser::spawn_mount(PeakFuse::new(client), mountpoint, &config)
+    config.n_threads = Some(threads);
+    fuser::spawn_mount(fs, mountpoint, &config)
 }
 
 fn errno(e: &ClientError) -> Errno {
@@ -142,18 +149,13 @@ fn caller(req: &Request) -> Caller {
 }
 
 impl PeakFuse {
-    /// The FUSE view of `client`.
-    pub fn new(client: Client) -> Self {
-        Self {
-            client: Mutex::new(client),
+    /// The FUSE view of `clients`, the mount's lanes ([`Lanes::new`]).
+    pub fn new(clients: Vec<Client>) -> Result<Self, ClientError> {
+        Ok(Self {
+            lanes: Lanes::new(clients)?,
             dirs: Mutex::new(HashMap::new()),
             next_dir: AtomicU64::new(1),
-        }
-    }
-
-    fn client(&self) -> MutexGuard<'_, Client> {
-        // A panic in a call leaves at worst a stale open-file entry: keep serving.
-        self.client.lock().unwrap_or_else(|p| p.into_inner())
+        })
     }
 
     fn dirs(&self) -> MutexGuard<'_, HashMap<u64, Arc<Vec<Entry>>>> {
@@ -172,9 +174,8 @@ impl PeakFuse {
     /// parent on CREATE/UNLINK (the parent inode usually lives on another slice, §III-C1),
     /// so the FUSE layer pays one SETATTR per changed directory for POSIX times; the library
     /// calls (and `peakfs bench`) do not.
-    fn touch(&self, inos: &[u64], mtime: bool) {
+    fn touch(c: &mut Client, inos: &[u64], mtime: bool) {
         let now = to_ns(SystemTime::now());
-        let mut c = self.client();
         for &ino in inos {
             let set = SetAttr {
                 mtime_ns: mtime.then_some(now),
@@ -187,17 +188,17 @@ impl PeakFuse {
     }
 
     /// Replies to a call that created an entry in `parent`, updating the parent's times.
-    fn reply_new(&self, reply: ReplyEntry, parent: u64, r: Result<Attr, ClientError>) {
+    fn reply_new(c: &mut Client, reply: ReplyEntry, parent: u64, r: Result<Attr, ClientError>) {
         if r.is_ok() {
-            self.touch(&[parent], true);
+            Self::touch(c, &[parent], true);
         }
         Self::reply_entry(reply, r);
     }
 
     /// Replies to a call that removed an entry of `parent`, updating the parent's times.
-    fn reply_removed(&self, reply: ReplyEmpty, parent: u64, r: Result<(), ClientError>) {
+    fn reply_removed(c: &mut Client, reply: ReplyEmpty, parent: u64, r: Result<(), ClientError>) {
         if r.is_ok() {
-            self.touch(&[parent], true);
+            Self::touch(c, &[parent], true);
         }
         Self::reply_empty(reply, r);
     }
@@ -210,9 +211,9 @@ impl PeakFuse {
     }
 
     /// The group a new inode in `parent` gets: the parent's on a set-group-ID directory.
-    fn creator(&self, req: &Request, parent: u64) -> Result<(Caller, bool), ClientError> {
+    fn creator(c: &mut Client, req: &Request, parent: u64) -> Result<(Caller, bool), ClientError> {
         let mut who = caller(req);
-        let p = self.client().getattr(parent)?;
+        let p = c.getattr(parent)?;
         let sgid = p.mode & libc::S_ISGID != 0;
         if sgid {
             who.gid = p.gid;
@@ -228,7 +229,7 @@ impl PeakFuse {
         change: impl FnOnce(&Attr) -> Result<Change, XattrError>,
         reply: ReplyEmpty,
     ) {
-        let mut c = self.client();
+        let mut c = self.lanes.for_ino(ino);
         let r = c.getattr(ino).and_then(|a| {
             let change = change(&a).map_err(ClientError::from)?;
             xattr::apply(&mut c, ino, change)
@@ -269,11 +270,11 @@ impl fuser::Filesystem for PeakFuse {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        Self::reply_entry(reply, self.client().lookup(parent.0, name.as_bytes()));
+        Self::reply_entry(reply, self.lanes.any().lookup(parent.0, name.as_bytes()));
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        match self.client().getattr(ino.0) {
+        match self.lanes.for_ino(ino.0).getattr(ino.0) {
             Ok(a) => reply.attr(&ATTR_TTL, &to_attr(&a)),
             Err(e) => reply.error(errno(&e)),
         }
@@ -313,7 +314,7 @@ impl fuser::Filesystem for PeakFuse {
             nlink_delta: None,
             layout: None,
         };
-        match self.client().setattr(ino.0, set) {
+        match self.lanes.for_ino(ino.0).setattr(ino.0, set) {
             Ok(a) => reply.attr(&ATTR_TTL, &to_attr(&a)),
             Err(e) => reply.error(errno(&e)),
         }
@@ -334,14 +335,14 @@ impl fuser::Filesystem for PeakFuse {
             libc::S_IFDIR => return reply.error(Errno::EINVAL),
             t => t,
         };
-        let r = self.creator(req, parent.0).and_then(|(who, _)| {
+        let mut c = self.lanes.any();
+        let r = Self::creator(&mut c, req, parent.0).and_then(|(who, _)| {
             let mode = ty | perm(mode, umask);
             let dev = matches!(ty, libc::S_IFCHR | libc::S_IFBLK);
             let rdev = if dev { rdev } else { 0 };
-            self.client()
-                .mknod_at(parent.0, name.as_bytes(), mode, rdev, true, who)
+            c.mknod_at(parent.0, name.as_bytes(), mode, rdev, true, who)
         });
-        self.reply_new(reply, parent.0, r);
+        Self::reply_new(&mut c, reply, parent.0, r);
     }
 
     fn link(
@@ -352,10 +353,10 @@ impl fuser::Filesystem for PeakFuse {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        let r = self
-            .client()
-            .link_at(ino.0, newparent.0, newname.as_bytes());
-        self.reply_new(reply, newparent.0, r);
+        // On the file's lane: the attributes returned include its uncommitted writes.
+        let mut c = self.lanes.for_ino(ino.0);
+        let r = c.link_at(ino.0, newparent.0, newname.as_bytes());
+        Self::reply_new(&mut c, reply, newparent.0, r);
     }
 
     fn symlink(
@@ -367,8 +368,8 @@ impl fuser::Filesystem for PeakFuse {
         reply: ReplyEntry,
     ) {
         // A symlink is an inode of type S_IFLNK whose data is the target.
-        let r = self.creator(req, parent.0).and_then(|(who, _)| {
-            let mut c = self.client();
+        let mut c = self.lanes.any();
+        let r = Self::creator(&mut c, req, parent.0).and_then(|(who, _)| {
             let a = c.mknod_at(
                 parent.0,
                 link_name.as_bytes(),
@@ -383,11 +384,11 @@ impl fuser::Filesystem for PeakFuse {
             w?;
             c.getattr(a.ino)
         });
-        self.reply_new(reply, parent.0, r);
+        Self::reply_new(&mut c, reply, parent.0, r);
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        let mut c = self.client();
+        let mut c = self.lanes.any();
         let r = c.open_ino(ino.0, libc::O_RDONLY).and_then(|fd| {
             let d = c.pread(fd, libc::PATH_MAX as usize, 0);
             c.close(fd)?;
@@ -408,25 +409,27 @@ impl fuser::Filesystem for PeakFuse {
         umask: u32,
         reply: ReplyEntry,
     ) {
-        let r = self.creator(req, parent.0).and_then(|(who, sgid)| {
+        let mut c = self.lanes.any();
+        let r = Self::creator(&mut c, req, parent.0).and_then(|(who, sgid)| {
             let mut mode = perm(mode, umask);
             if sgid {
                 mode |= libc::S_ISGID;
             }
-            self.client()
-                .mkdir_at(parent.0, name.as_bytes(), mode, who, None)
+            c.mkdir_at(parent.0, name.as_bytes(), mode, who, None)
         });
-        self.reply_new(reply, parent.0, r);
+        Self::reply_new(&mut c, reply, parent.0, r);
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let r = self.client().unlink_at(parent.0, name.as_bytes());
-        self.reply_removed(reply, parent.0, r);
+        let mut c = self.lanes.any();
+        let r = c.unlink_at(parent.0, name.as_bytes());
+        Self::reply_removed(&mut c, reply, parent.0, r);
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let r = self.client().rmdir_at(parent.0, name.as_bytes());
-        self.reply_removed(reply, parent.0, r);
+        let mut c = self.lanes.any();
+        let r = c.rmdir_at(parent.0, name.as_bytes());
+        Self::reply_removed(&mut c, reply, parent.0, r);
     }
 
     fn rename(
@@ -442,7 +445,7 @@ impl fuser::Filesystem for PeakFuse {
         if flags.intersects(RenameFlags::RENAME_EXCHANGE | RenameFlags::RENAME_WHITEOUT) {
             return reply.error(Errno::EINVAL);
         }
-        let mut c = self.client();
+        let mut c = self.lanes.any();
         if flags.contains(RenameFlags::RENAME_NOREPLACE)
             && c.lookup(newparent.0, newname.as_bytes()).is_ok()
         {
@@ -450,22 +453,24 @@ impl fuser::Filesystem for PeakFuse {
         }
         let r = c.rename_at(parent.0, name.as_bytes(), newparent.0, newname.as_bytes());
         let moved = c.lookup(newparent.0, newname.as_bytes()).map(|a| a.ino);
-        drop(c);
         if r.is_ok() {
-            self.touch(
+            Self::touch(
+                &mut c,
                 &[parent.0, newparent.0][..if parent == newparent { 1 } else { 2 }],
                 true,
             );
+            drop(c);
+            // On the moved file's lane: its uncommitted writes come before the change.
             if let Ok(ino) = moved {
-                self.touch(&[ino], false);
+                Self::touch(&mut self.lanes.for_ino(ino), &[ino], false);
             }
         }
         Self::reply_empty(reply, r);
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        let mut c = self.client();
-        let r = c.open_ino(ino.0, flags.0).and_then(|fd| {
+        let r = self.lanes.open(ino.0, |c| {
+            let fd = c.open_ino(ino.0, flags.0)?;
             // An open that truncates drops the set-ID bits as a truncate does.
             if flags.0 & libc::O_TRUNC != 0 && req.uid() != 0 {
                 c.drop_set_id_bits(fd)?;
@@ -473,7 +478,7 @@ impl fuser::Filesystem for PeakFuse {
             Ok(fd)
         });
         match r {
-            Ok(fd) => reply.opened(FileHandle(fd), FopenFlags::empty()),
+            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -489,7 +494,11 @@ impl fuser::Filesystem for PeakFuse {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        match self.client().pread(fh.0, size as usize, offset) {
+        let r = self
+            .lanes
+            .for_handle(fh.0)
+            .and_then(|(mut c, fd)| c.pread(fd, size as usize, offset));
+        match r {
             Ok(d) => reply.data(&d),
             Err(e) => reply.error(errno(&e)),
         }
@@ -507,13 +516,13 @@ impl fuser::Filesystem for PeakFuse {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        let mut c = self.client();
-        if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID)
-            && let Err(e) = c.drop_set_id_bits(fh.0)
-        {
-            return reply.error(errno(&e));
-        }
-        match c.pwrite(fh.0, data, offset) {
+        let r = self.lanes.for_handle(fh.0).and_then(|(mut c, fd)| {
+            if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
+                c.drop_set_id_bits(fd)?;
+            }
+            c.pwrite(fd, data, offset)
+        });
+        match r {
             Ok(n) => reply.written(u32::try_from(n).unwrap_or(u32::MAX)),
             Err(e) => reply.error(errno(&e)),
         }
@@ -528,20 +537,24 @@ impl fuser::Filesystem for PeakFuse {
         reply: ReplyEmpty,
     ) {
         // close(2): commit, so that the data is visible to every client.
-        Self::reply_empty(reply, self.client().flush(fh.0));
+        let r = self
+            .lanes
+            .for_handle(fh.0)
+            .and_then(|(mut c, fd)| c.flush(fd));
+        Self::reply_empty(reply, r);
     }
 
     fn release(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        Self::reply_empty(reply, self.client().close(fh.0));
+        Self::reply_empty(reply, self.lanes.close(fh.0, ino.0));
     }
 
     fn fsync(
@@ -552,11 +565,15 @@ impl fuser::Filesystem for PeakFuse {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        Self::reply_empty(reply, self.client().fsync(fh.0));
+        let r = self
+            .lanes
+            .for_handle(fh.0)
+            .and_then(|(mut c, fd)| c.fsync(fd));
+        Self::reply_empty(reply, r);
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match self.client().readdir_ino(ino.0) {
+        match self.lanes.any().readdir_ino(ino.0) {
             Ok(entries) => {
                 let fh = self.next_dir.fetch_add(1, Ordering::Relaxed);
                 self.dirs().insert(fh, Arc::new(entries));
@@ -582,7 +599,7 @@ impl fuser::Filesystem for PeakFuse {
         };
         let entries = match cached {
             Some(e) => e,
-            None => match self.client().readdir_ino(ino.0) {
+            None => match self.lanes.any().readdir_ino(ino.0) {
                 Ok(e) => {
                     let e = Arc::new(e);
                     self.dirs().insert(fh.0, Arc::clone(&e));
@@ -628,7 +645,7 @@ impl fuser::Filesystem for PeakFuse {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        Self::reply_empty(reply, self.client().fsync_dir_ino(ino.0));
+        Self::reply_empty(reply, self.lanes.any().fsync_dir_ino(ino.0));
     }
 
     fn setxattr(
@@ -654,7 +671,7 @@ impl fuser::Filesystem for PeakFuse {
         let Some(attr) = HintAttr::from_name(name.as_bytes()) else {
             return reply.error(Errno::ENODATA);
         };
-        match self.client().getattr(ino.0) {
+        match self.lanes.for_ino(ino.0).getattr(ino.0) {
             Ok(a) => match attr.get(&a) {
                 Some(v) => reply_value(reply, size, &v),
                 None => reply.error(Errno::ENODATA),
@@ -664,7 +681,7 @@ impl fuser::Filesystem for PeakFuse {
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        match self.client().getattr(ino.0) {
+        match self.lanes.for_ino(ino.0).getattr(ino.0) {
             Ok(a) => reply_value(reply, size, &xattr::list(&a)),
             Err(e) => reply.error(errno(&e)),
         }
@@ -678,7 +695,7 @@ impl fuser::Filesystem for PeakFuse {
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        match self.client().statfs() {
+        match self.lanes.any().statfs() {
             Ok(s) => {
                 let b = u64::from(BLKSIZE);
                 let free = s.bytes_total.saturating_sub(s.bytes_used) / b;
@@ -709,20 +726,22 @@ impl fuser::Filesystem for PeakFuse {
         reply: ReplyCreate,
     ) {
         let start = to_ns(SystemTime::now());
-        let r = self.creator(req, parent.0).and_then(|(who, _)| {
-            self.client()
-                .create_open_at(parent.0, name.as_bytes(), perm(mode, umask), flags, who)
+        let r = self.lanes.create(flags, |c| {
+            let (who, _) = Self::creator(c, req, parent.0)?;
+            let (fd, a) =
+                c.create_open_at(parent.0, name.as_bytes(), perm(mode, umask), flags, who)?;
+            // A new inode has ctime ≥ start; an existing one opened with O_CREAT does not.
+            if a.ctime_ns >= start {
+                Self::touch(c, &[parent.0], true);
+            }
+            Ok((fd, a))
         });
-        // A new inode has ctime ≥ start; an existing one opened with O_CREAT does not.
-        if matches!(&r, Ok((_, a)) if a.ctime_ns >= start) {
-            self.touch(&[parent.0], true);
-        }
         match r {
-            Ok((fd, a)) => reply.created(
+            Ok((fh, a)) => reply.created(
                 &ATTR_TTL,
                 &to_attr(&a),
                 Generation(0),
-                FileHandle(fd),
+                FileHandle(fh),
                 FopenFlags::empty(),
             ),
             Err(e) => reply.error(errno(&e)),
