@@ -1396,3 +1396,21 @@ fn clients_of_a_group_act_as_one_for_open_files_orphans_and_directory_hints() {
     b.close(fd).unwrap();
     assert_eq!(a.stat("/d/new").unwrap().hint.data, DataDist::File);
 }
+
+#[test]
+fn a_write_through_one_descriptor_drops_what_another_read_ahead() {
+    let cl = Cluster::start(2);
+    let mut c = cl.client();
+    let old: Vec<u8> = (0..1_000_000u32).map(|i| (i % 251) as u8).collect();
+    let w = c.create("/f", 0o644).unwrap();
+    c.write(w, &old).unwrap();
+    c.fsync(w).unwrap();
+    let r = c.open("/f", libc::O_RDONLY, 0).unwrap();
+    // A first read at 0: a sequential reader, whose next bytes are now read ahead.
+    assert_eq!(c.pread(r, 4096, 0).unwrap(), old[..4096]);
+    c.pwrite(w, b"new bytes", 500_000).unwrap();
+    assert_eq!(c.pread(r, 9, 500_000).unwrap(), b"new bytes");
+    assert_eq!(c.pread(r, 4096, 4096).unwrap(), old[4096..8192]);
+    c.close(w).unwrap();
+    c.close(r).unwrap();
+}

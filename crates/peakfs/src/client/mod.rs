@@ -1384,9 +1384,11 @@ impl Client {
         if data.is_empty() {
             return Ok(0);
         }
-        f.ahead.clear(&mut self.conns);
-        let (ino, dist, drop_set_id) = (f.ino, f.dist, f.drop_set_id);
-        if dist == DataDist::Io && f.io_unit == 0 {
+        let (ino, dist, drop_set_id, no_unit) = (f.ino, f.dist, f.drop_set_id, f.io_unit == 0);
+        // What any descriptor of the file read ahead may hold the bytes this write replaces.
+        let conns = &mut self.conns;
+        self.files.for_each_of_ino(ino, |f| f.ahead.clear(conns));
+        if dist == DataDist::Io && no_unit {
             // The first write of an I/O-based file fixes its unit: this client's, or this
             // write's length, unless another writer's came first.
             let want = match self.opts.io_unit {
