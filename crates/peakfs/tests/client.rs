@@ -1411,6 +1411,27 @@ fn a_write_through_one_descriptor_drops_what_another_read_ahead() {
     c.pwrite(w, b"new bytes", 500_000).unwrap();
     assert_eq!(c.pread(r, 9, 500_000).unwrap(), b"new bytes");
     assert_eq!(c.pread(r, 4096, 4096).unwrap(), old[4096..8192]);
+    // Large writes (the servers' memcpy pool copies them) are seen by the next read too.
+    for round in 0..20u32 {
+        let new: Vec<u8> = (0..600_000u32).map(|i| (i + round * 7) as u8).collect();
+        c.pwrite(w, &new, 0).unwrap();
+        assert!(c.pread(r, new.len(), 0).unwrap() == new, "round {round}");
+    }
     c.close(w).unwrap();
+    c.close(r).unwrap();
+}
+
+#[test]
+fn an_append_lands_after_what_another_descriptor_wrote() {
+    let cl = Cluster::start(2);
+    let mut c = cl.client();
+    let w = c.create("/log", 0o644).unwrap();
+    let a = c.open("/log", libc::O_WRONLY | libc::O_APPEND, 0).unwrap();
+    c.write(w, b"first ").unwrap();
+    c.write(a, b"second").unwrap();
+    c.close(a).unwrap();
+    c.close(w).unwrap();
+    let r = c.open("/log", libc::O_RDONLY, 0).unwrap();
+    assert_eq!(c.pread(r, 100, 0).unwrap(), b"first second");
     c.close(r).unwrap();
 }

@@ -1376,7 +1376,19 @@ impl Client {
         if !f.writable {
             return Err(Errno(libc::EBADF).into());
         }
-        let offset = if f.append { f.seen_size() } else { offset };
+        let offset = if f.append {
+            // The end of the file as this client sees it: its other descriptors' writes
+            // count too.
+            let ino = f.ino;
+            self.files
+                .of_ino(ino)
+                .map(OpenFile::seen_size)
+                .max()
+                .unwrap_or(0)
+        } else {
+            offset
+        };
+        let f = self.files.get_mut(fd).ok_or(ClientError::BadFd(fd))?;
         let end = offset
             .checked_add(data.len() as u64)
             .filter(|e| *e <= i64::MAX as u64)
