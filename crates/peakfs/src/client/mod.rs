@@ -1710,15 +1710,11 @@ impl Client {
         Ok(d)
     }
 
-    /// Attributes of open file `fd` (with its uncommitted size).
+    /// Attributes of open file `fd` (its size and mtime include this client's uncommitted
+    /// writes, [`Client::getattr`]).
     pub fn fstat(&mut self, fd: u64) -> Result<Attr> {
-        let (ino, end) = {
-            let f = self.file(fd)?;
-            (f.ino, f.written_end)
-        };
-        let mut a = self.getattr(ino)?;
-        a.size = a.size.max(end.unwrap_or(0));
-        Ok(a)
+        let ino = self.file(fd)?.ino;
+        self.getattr(ino)
     }
 
     /// Requests this client has sent (the benchmark's RPCs per operation).
