@@ -237,6 +237,15 @@ struct DirDefaults {
     io_unit: u32,
 }
 
+impl DirDefaults {
+    fn of(a: &Attr) -> Self {
+        Self {
+            hint: a.hint,
+            io_unit: a.io_unit,
+        }
+    }
+}
+
 /// An open file of this client (the "File Map" of §III-A).
 #[derive(Debug)]
 struct OpenFile {
@@ -559,13 +568,7 @@ impl Client {
 
     fn learn(&mut self, a: &Attr) {
         if a.is_dir() {
-            self.group.learn_dir(
-                a.ino,
-                DirDefaults {
-                    hint: a.hint,
-                    io_unit: a.io_unit,
-                },
-            );
+            self.group.learn_dir(a.ino, DirDefaults::of(a));
         }
     }
 
@@ -640,10 +643,7 @@ impl Client {
         if !a.is_dir() {
             return Err(Errno::ENOTDIR.into());
         }
-        Ok(DirDefaults {
-            hint: a.hint,
-            io_unit: a.io_unit,
-        })
+        Ok(DirDefaults::of(&a))
     }
 
     fn dir_hint(&mut self, ino: u64) -> Result<Hint> {
