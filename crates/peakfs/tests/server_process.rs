@@ -647,3 +647,67 @@ fn a_server_that_cannot_use_its_data_exits_before_it_takes_an_index() {
     let view = fetch_view(&format!("http://{}", master.addr), Duration::from_secs(15)).unwrap();
     assert_eq!(view.servers.len(), 2);
 }
+
+/// Unmounts a test's tmpfs when dropped.
+struct Mounted(std::path::PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_new_server_whose_format_fails_gives_its_index_back() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        println!("skipped: mounting a full tmpfs needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let full = dir.path().join("full");
+    std::fs::create_dir(&full).unwrap();
+    // 16 KiB: the sparse data file is created, but the format's writes find no space after
+    // the server registered.
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=16k", "tmpfs"])
+        .arg(&full)
+        .status()
+        .unwrap();
+    assert!(mounted.success());
+    let guard = Mounted(full.clone());
+    let master = master(dir.path());
+    let out = Command::new(env!("CARGO_BIN_EXE_peakfs-server"))
+        .args([
+            "--master",
+            &master.addr,
+            "--listen",
+            "127.0.0.1:0",
+            "--no-pin",
+        ])
+        .args(["--data", full.join("x.data").to_str().unwrap()])
+        .args(["--data-size", &(64u64 << 20).to_string(), "--workers", "2"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("write failed"),
+        "{stderr}"
+    );
+    drop(guard);
+    // Both indexes are free for the cluster's two servers, at addresses of their own.
+    let _servers = [
+        server(
+            &master.addr,
+            &dir.path().join("s0.data"),
+            &dir.path().join("s0.log"),
+        ),
+        server(
+            &master.addr,
+            &dir.path().join("s1.data"),
+            &dir.path().join("s1.log"),
+        ),
+    ];
+    let view = fetch_view(&format!("http://{}", master.addr), Duration::from_secs(15)).unwrap();
+    assert_eq!(view.servers.len(), 2);
+}

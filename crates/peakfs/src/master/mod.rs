@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use tonic::{Request, Response, Status};
 
 use crate::config::{ConfigError, MasterConfig};
-use crate::placement::{Hint, ROOT_INO};
+use crate::placement::{Hint, Layout, ROOT_INO};
 use crate::protocol::PROTOCOL;
 
 /// The generated gRPC types and stubs of `proto/master.proto`.
@@ -26,7 +26,7 @@ pub mod proto {
 use proto::master_server::{Master, MasterServer};
 use proto::{
     ClusterView, ClusterViewRequest, RegisterReply, RegisterRequest, ReportReply, ReportRequest,
-    ServerInfo,
+    ServerInfo, UnregisterReply, UnregisterRequest,
 };
 
 /// A registered server.
@@ -94,6 +94,14 @@ impl Master for MasterService {
                 req.data_addr, req.workers
             )));
         }
+        // Refused here, not by the server after it took an index: a shape the layout
+        // cannot route (too many slices).
+        if let Err(e) = Layout::new(self.cfg.servers, req.workers, self.cfg.block_size) {
+            return Err(Status::invalid_argument(format!(
+                "{} servers of {} workers: {e}",
+                self.cfg.servers, req.workers
+            )));
+        }
         let mut members = self.lock();
         if let Some(other) = members.iter().flatten().find(|m| m.workers != req.workers) {
             return Err(Status::failed_precondition(format!(
@@ -153,6 +161,25 @@ impl Master for MasterService {
             report_interval_ms: self.cfg.report_interval_ms,
             default_hint: u32::from(self.hint.to_byte()),
         }))
+    }
+
+    async fn unregister(
+        &self,
+        request: Request<UnregisterRequest>,
+    ) -> Result<Response<UnregisterReply>, Status> {
+        let req = request.into_inner();
+        let mut members = self.lock();
+        match members.get_mut(req.index as usize) {
+            Some(m @ Some(_)) if m.as_ref().is_some_and(|m| m.data_addr == req.data_addr) => {
+                tracing::info!(index = req.index, addr = %req.data_addr, "server gave its index back");
+                *m = None;
+                Ok(Response::new(UnregisterReply {}))
+            }
+            _ => Err(Status::not_found(format!(
+                "index {} is not held by {}",
+                req.index, req.data_addr
+            ))),
+        }
     }
 
     async fn report(
@@ -412,6 +439,50 @@ mod tests {
             index,
             protocol: PROTOCOL,
         })
+    }
+
+    #[tokio::test]
+    async fn only_the_holder_gives_an_index_back_and_a_new_server_takes_it() {
+        let m = master(2);
+        m.register(reg("a:1", 2, -1)).await.unwrap();
+        m.register(reg("b:1", 2, -1)).await.unwrap();
+        let back = |index, addr: &str| {
+            m.unregister(Request::new(UnregisterRequest {
+                index,
+                data_addr: addr.into(),
+            }))
+        };
+        assert_eq!(
+            back(1, "a:1").await.unwrap_err().code(),
+            tonic::Code::NotFound
+        );
+        assert_eq!(
+            back(9, "b:1").await.unwrap_err().code(),
+            tonic::Code::NotFound
+        );
+        assert!(view_of(&m).await.ready);
+        back(1, "b:1").await.unwrap();
+        assert!(!view_of(&m).await.ready, "index 1 is free again");
+        assert_eq!(
+            back(1, "b:1").await.unwrap_err().code(),
+            tonic::Code::NotFound
+        );
+        assert_eq!(
+            m.register(reg("c:1", 2, -1)).await.unwrap().get_ref().index,
+            1
+        );
+    }
+
+    #[tokio::test]
+    async fn a_shape_with_more_slices_than_the_layout_routes_is_refused_at_registration() {
+        let m = master(20_000);
+        let refused = m.register(reg("a:1", 2, -1)).await.unwrap_err();
+        assert_eq!(refused.code(), tonic::Code::InvalidArgument);
+        assert!(
+            refused.message().contains("20000 servers of 2 workers"),
+            "{refused:?}"
+        );
+        m.register(reg("a:1", 1, -1)).await.unwrap();
     }
 
     #[tokio::test]

@@ -16,7 +16,7 @@ use fabric::{Listener, TcpTransport, Transport};
 
 use crate::config::{ConfigError, ServerConfig};
 use crate::master::proto::master_client::MasterClient;
-use crate::master::proto::{RegisterReply, RegisterRequest, ReportRequest};
+use crate::master::proto::{RegisterReply, RegisterRequest, ReportRequest, UnregisterRequest};
 use crate::placement::{Hint, Layout, PlacementError};
 use crate::protocol::PROTOCOL;
 use ringsched::{RingSched, SchedConfig, SchedError, UsageTotals};
@@ -63,7 +63,8 @@ pub struct Server {
 
 impl Server {
     /// Opens the storage and checks it fits the workers, registers with the master, opens
-    /// (recovers) or formats the zones, starts RingSched and the usage reports.
+    /// (recovers) or formats the zones, starts RingSched and the usage reports. A new server
+    /// (empty data) that fails after it registered gives its index back.
     pub fn start(cfg: &ServerConfig) -> Result<Self, ServerError> {
         cfg.validate()?;
         let mut storage = Storage::open(cfg)?;
@@ -87,62 +88,74 @@ impl Server {
             protocol: PROTOCOL,
         };
         let reply = rt.block_on(register(&uri, req.clone(), REGISTER_TIMEOUT))?;
-        let layout = Layout::new(reply.servers, cfg.workers, reply.block_size)?;
-        let hint = u8::try_from(reply.default_hint)
-            .map_err(|_| PlacementError::BadHint(0xFF))
-            .and_then(Hint::from_byte)?;
-        let t0 = Instant::now();
-        let zones = storage.zones(reply.index, &layout, hint_to_store(hint))?;
-        tracing::info!(
-            index = reply.index,
-            addr = %advertise,
-            workers = cfg.workers,
-            recovered = req.index >= 0,
-            ms = t0.elapsed().as_millis() as u64,
-            "zones ready"
-        );
-        let sched = RingSched::start(
-            &transport,
-            listener,
-            zones.into_iter().map(Slice::new).collect(),
-            SchedConfig {
-                index: reply.index,
-                layout,
-                memcpy_threads: cfg.memcpy_threads,
-                memcpy_threshold: cfg.memcpy_threshold,
-                pin: cfg.pin,
-                cpus: cfg.cpus.clone(),
-                spin: cfg.spin(),
-                ring_capacity: cfg.ring_capacity,
-                read_cache_bytes: READ_CACHE_BYTES,
-            },
-        )?;
-        let (report_stop, stop_rx) = mpsc::channel();
-        let usage = sched.usage_source();
-        let interval = Duration::from_millis(u64::from(reply.report_interval_ms.max(10)));
-        let mut req = RegisterRequest {
-            index: i64::from(reply.index),
-            ..req
-        };
         let index = reply.index;
-        let report = std::thread::Builder::new()
-            .name("peakfs-report".into())
-            .spawn(move || {
-                while let Err(mpsc::RecvTimeoutError::Timeout) = stop_rx.recv_timeout(interval) {
-                    let u = usage.totals();
-                    req.capacity_bytes = u.capacity;
-                    if let Err(e) = rt.block_on(report_once(&uri, index, u, &req)) {
-                        tracing::warn!(error = %e, "usage report failed");
+        let new = req.index < 0;
+        // Everything after the registration: a new server whose start fails here gives its
+        // index back, so that the master can give it to the next one.
+        let registered = move || -> Result<Self, ServerError> {
+            let layout = Layout::new(reply.servers, cfg.workers, reply.block_size)?;
+            let hint = u8::try_from(reply.default_hint)
+                .map_err(|_| PlacementError::BadHint(0xFF))
+                .and_then(Hint::from_byte)?;
+            let t0 = Instant::now();
+            let zones = storage.zones(reply.index, &layout, hint_to_store(hint))?;
+            tracing::info!(
+                index = reply.index,
+                addr = %req.data_addr,
+                workers = cfg.workers,
+                recovered = req.index >= 0,
+                ms = t0.elapsed().as_millis() as u64,
+                "zones ready"
+            );
+            let sched = RingSched::start(
+                &transport,
+                listener,
+                zones.into_iter().map(Slice::new).collect(),
+                SchedConfig {
+                    index: reply.index,
+                    layout,
+                    memcpy_threads: cfg.memcpy_threads,
+                    memcpy_threshold: cfg.memcpy_threshold,
+                    pin: cfg.pin,
+                    cpus: cfg.cpus.clone(),
+                    spin: cfg.spin(),
+                    ring_capacity: cfg.ring_capacity,
+                    read_cache_bytes: READ_CACHE_BYTES,
+                },
+            )?;
+            let (report_stop, stop_rx) = mpsc::channel();
+            let usage = sched.usage_source();
+            let interval = Duration::from_millis(u64::from(reply.report_interval_ms.max(10)));
+            let mut req = RegisterRequest {
+                index: i64::from(reply.index),
+                ..req
+            };
+            let index = reply.index;
+            let report = std::thread::Builder::new()
+                .name("peakfs-report".into())
+                .spawn(move || {
+                    while let Err(mpsc::RecvTimeoutError::Timeout) = stop_rx.recv_timeout(interval)
+                    {
+                        let u = usage.totals();
+                        req.capacity_bytes = u.capacity;
+                        if let Err(e) = rt.block_on(report_once(&uri, index, u, &req)) {
+                            tracing::warn!(error = %e, "usage report failed");
+                        }
                     }
-                }
+                })
+                .map_err(|e| ServerError::Io(e.to_string()))?;
+            Ok(Self {
+                index,
+                layout,
+                sched,
+                report_stop: Some(report_stop),
+                report: Some(report),
             })
-            .map_err(|e| ServerError::Io(e.to_string()))?;
-        Ok(Self {
-            index,
-            layout,
-            sched,
-            report_stop: Some(report_stop),
-            report: Some(report),
+        };
+        registered().inspect_err(|e| {
+            if new {
+                give_index_back(&cfg.master_uri(), index, &advertise, e);
+            }
         })
     }
 
@@ -173,6 +186,36 @@ impl Server {
             let _ = r.join();
         }
         Ok(self.sched.shutdown()?)
+    }
+}
+
+/// Gives index `index` back to the master after a start that failed with `why` (logged;
+/// a master that cannot be reached keeps it until this address registers again).
+fn give_index_back(uri: &str, index: u32, data_addr: &str, why: &ServerError) {
+    let req = UnregisterRequest {
+        index,
+        data_addr: data_addr.to_string(),
+    };
+    let given = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())
+        .and_then(|rt| {
+            rt.block_on(async {
+                let mut c = MasterClient::connect(uri.to_string())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                tokio::time::timeout(Duration::from_secs(5), c.unregister(req))
+                    .await
+                    .map_err(|_| "timed out".to_string())?
+                    .map_err(|s| s.message().to_string())
+            })
+        });
+    match given {
+        Ok(_) => tracing::info!(index, error = %why, "start failed: index given back"),
+        Err(e) => {
+            tracing::warn!(index, error = %why, "start failed; giving the index back failed: {e}")
+        }
     }
 }
 
