@@ -520,3 +520,52 @@ fn inline_queues_need_a_backend_the_caller_can_run_and_an_io_queue_number() {
         assert!(e.to_string().contains("not an I/O queue"), "{q}: {e}");
     }
 }
+
+/// Unmounts a test's tmpfs when dropped.
+struct Mounted(std::path::PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_write_to_a_namespace_file_out_of_space_fails_with_capacity_exceeded() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        println!("skipped: mounting a full tmpfs needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=16k", "tmpfs"])
+        .arg(dir.path())
+        .status()
+        .unwrap();
+    assert!(mounted.success());
+    let _guard = Mounted(dir.path().to_path_buf());
+    // The mmap backend is left out: a store to a page the file system cannot back is SIGBUS.
+    for backend in [FileBackend::Uring, FileBackend::Psync] {
+        let path = dir.path().join(format!("{backend:?}.img"));
+        // 1 MiB, sparse: the 16 KiB file system backs only the first pages written.
+        std::fs::File::create(&path)
+            .unwrap()
+            .set_len(1 << 20)
+            .unwrap();
+        let ctrl: Arc<dyn Controller> = FileController::new(config(&path, backend)).unwrap();
+        let dev = NvmeDevice::open(ctrl, DeviceConfig::default()).unwrap();
+        dev.write_blocks(0, &[7u8; 4096]).unwrap();
+        let e = dev.write_blocks(8, &vec![7u8; 256 << 10]).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                gpu_nvme::device::DeviceError::Status { status, .. }
+                    if status == gpu_nvme::spec::Status::capacity_exceeded()
+            ),
+            "{backend:?}: {e}"
+        );
+        drop(dev);
+        std::fs::remove_file(&path).unwrap();
+    }
+}

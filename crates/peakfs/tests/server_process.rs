@@ -691,7 +691,7 @@ fn a_new_server_whose_format_fails_gives_its_index_back() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        !out.status.success() && stderr.contains("write failed"),
+        !out.status.success() && stderr.contains("write failed with NVMe status Capacity Exceeded"),
         "{stderr}"
     );
     drop(guard);

@@ -14,6 +14,16 @@ use crate::cuda::{CopyRange, Gpu, PinnedBuffer, Stream};
 use crate::memory::{DmaMap, DmaView, RegionKind};
 use crate::spec::{self, Status, SubmissionEntry};
 
+/// The status of a write its backing store refused with `errno`: Capacity Exceeded when the
+/// store is out of space (a sparse namespace file on a full file system, a quota), so that
+/// the host reads the cause and not a media fault; Data Transfer Error otherwise.
+pub fn write_status(errno: Option<i32>) -> Status {
+    match errno {
+        Some(libc::ENOSPC | libc::EDQUOT) => Status::capacity_exceeded(),
+        _ => Status::data_transfer_error(),
+    }
+}
+
 /// Largest transfer (MDTS): 2 MiB with 4 KiB pages (the controllers' CC.MPS = 0).
 pub const MAX_TRANSFER: u64 = spec::DEFAULT_MAX_TRANSFER as u64;
 /// Bounce buffer of one worker for GPU copies.
@@ -217,7 +227,8 @@ impl<'a> DataPath<'a> {
     }
 
     /// Drains the segments, in order, into `sink(offset_in_transfer, data)`: the controller
-    /// reads host or GPU memory (a Write command).
+    /// reads host or GPU memory (a Write command). A sink out of space fails the command with
+    /// Capacity Exceeded ([`write_status`]), any other sink error with Data Transfer Error.
     pub fn write_from(
         &mut self,
         segs: &[Segment],
@@ -229,7 +240,7 @@ impl<'a> DataPath<'a> {
                 RegionKind::Host => {
                     // SAFETY: resolved inside registered host memory (DMA contract, as above).
                     let buf = unsafe { std::slice::from_raw_parts(seg.addr as *const u8, seg.len) };
-                    sink(pos, buf).map_err(|_| Status::data_transfer_error())?;
+                    sink(pos, buf).map_err(|e| write_status(e.raw_os_error()))?;
                 }
                 RegionKind::Device => {
                     let copier = self.gpu.as_mut().ok_or_else(Status::data_transfer_error)?;
@@ -248,7 +259,7 @@ impl<'a> DataPath<'a> {
                         .map_err(|_| Status::data_transfer_error())?;
                         // SAFETY: the copy above completed into these `chunk` bytes.
                         let buf = unsafe { std::slice::from_raw_parts(dst, chunk) };
-                        sink(pos + done as u64, buf).map_err(|_| Status::data_transfer_error())?;
+                        sink(pos + done as u64, buf).map_err(|e| write_status(e.raw_os_error()))?;
                         done += chunk;
                     }
                 }

@@ -274,6 +274,11 @@ impl Status {
         Status::command_specific(CommandSpecificStatus::InvalidQueueDeletion)
     }
 
+    /// Capacity Exceeded: the namespace has no room for the data (DNR).
+    pub const fn capacity_exceeded() -> Status {
+        Status::generic(GenericStatus::CapacityExceeded)
+    }
+
     /// Write Fault (retryable).
     pub const fn write_fault() -> Status {
         Status::media(MediaStatus::WriteFault)

@@ -1163,7 +1163,12 @@ mod tests {
             .collect();
         let mut buf = vec![0; BLOCKS * 512];
         let mut seen = [false; 256];
-        for _ in 0..5_000 {
+        // At least 5,000 reads, and on a loaded machine (where the writers may not run during
+        // those) more, until they saw several writes or 10 s passed.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut reads = 0;
+        let distinct = |seen: &[bool; 256]| seen.iter().filter(|&&seen| seen).count();
+        while reads < 5_000 || (distinct(&seen) <= 2 && std::time::Instant::now() < deadline) {
             store.read(0, &mut buf).expect("read");
             assert!(
                 buf.iter().all(|&byte| byte == buf[0]),
@@ -1171,12 +1176,13 @@ mod tests {
                 &buf[..16]
             );
             seen[usize::from(buf[0])] = true;
+            reads += 1;
         }
         stop.store(true, Relaxed);
         writers
             .into_iter()
             .for_each(|writer| writer.join().expect("writer panicked"));
-        let distinct = seen.iter().filter(|&&seen| seen).count();
+        let distinct = distinct(&seen);
         assert!(
             distinct > 2,
             "reads overlapped too few writes ({distinct} values) to test"

@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use io_uring::{IoUring, opcode, types};
 
 use crate::controller::StatsCounters;
-use crate::controller::data::Segment;
+use crate::controller::data::{Segment, write_status};
 use crate::memory::RegionKind;
 use crate::spec::Status;
 
@@ -115,7 +115,16 @@ impl Batch {
                     let Some(op) = chunk.get(cqe.user_data() as usize) else {
                         continue;
                     };
-                    let ok = u64::try_from(cqe.result()).is_ok_and(|n| n == op.len);
+                    let mut ok = u64::try_from(cqe.result()).is_ok_and(|n| n == op.len);
+                    let mut failed = (cqe.result() < 0).then(|| -cqe.result());
+                    if let (false, true, Ok(done)) = (ok, op.write, u64::try_from(cqe.result())) {
+                        // A short write: the rest is written now, or its error says why not.
+                        let iov = &self.iovecs[op.iov_start..op.iov_start + op.iov_count];
+                        match finish_write(file, iov, op.off, done) {
+                            Ok(()) => ok = true,
+                            Err(e) => failed = e.raw_os_error(),
+                        }
+                    }
                     results[op.result_index].1 = match (ok, op.write) {
                         (true, write) => {
                             let (count, bytes) = if write {
@@ -127,7 +136,10 @@ impl Batch {
                             bytes.fetch_add(op.len, Ordering::Relaxed);
                             Status::SUCCESS
                         }
-                        (false, true) => Status::write_fault(),
+                        (false, true) => match write_status(failed) {
+                            s if s == Status::data_transfer_error() => Status::write_fault(),
+                            s => s,
+                        },
                         (false, false) => Status::unrecovered_read_error(),
                     };
                 }
@@ -135,4 +147,43 @@ impl Batch {
         }
         self.iovecs.clear();
     }
+}
+
+/// Writes what a short write left of `iovecs` (their first `done` bytes are at `off`) with
+/// pwritev, until all is written or a call fails: that error is the cause the short write
+/// did not say (out of space, most often).
+fn finish_write(file: &File, iovecs: &[libc::iovec], off: u64, mut done: u64) -> io::Result<()> {
+    let total: u64 = iovecs.iter().map(|v| v.iov_len as u64).sum();
+    while done < total {
+        let mut rest = Vec::with_capacity(iovecs.len());
+        let mut skip = done;
+        for v in iovecs {
+            let len = v.iov_len as u64;
+            if skip >= len {
+                skip -= len;
+                continue;
+            }
+            rest.push(libc::iovec {
+                iov_base: v.iov_base.cast::<u8>().wrapping_add(skip as usize).cast(),
+                iov_len: (len - skip) as usize,
+            });
+            skip = 0;
+        }
+        let at = i64::try_from(off + done).map_err(|_| io::Error::other("offset past i64"))?;
+        let count = i32::try_from(rest.len()).map_err(|_| io::Error::other("too many iovecs"))?;
+        // SAFETY: the iovecs name the command's registered DMA memory, which stays valid until
+        // the command completes, after this call.
+        let n = unsafe { libc::pwritev(file.as_raw_fd(), rest.as_ptr(), count, at) };
+        match n {
+            n if n > 0 => done += n as u64,
+            0 => return Err(io::ErrorKind::WriteZero.into()),
+            _ => {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
+    }
+    Ok(())
 }
