@@ -609,20 +609,7 @@ fn a_server_that_cannot_use_its_data_exits_before_it_takes_an_index() {
     let dir = tempfile::tempdir().unwrap();
     let master = master(dir.path());
     let refused = |args: &[&str], data: &Path, want: &str| {
-        let out = Command::new(env!("CARGO_BIN_EXE_peakfs-server"))
-            .args([
-                "--master",
-                &master.addr,
-                "--listen",
-                "127.0.0.1:0",
-                "--no-pin",
-            ])
-            .args(["--data", data.to_str().unwrap()])
-            .args(args)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success() && stderr.contains(want), "{stderr}");
+        refused_start(&master.addr, data, args, want);
     };
     // Two 4 MiB zones and the superblock need 8,392,704 bytes.
     let small = dir.path().join("small.data");
@@ -636,16 +623,31 @@ fn a_server_that_cannot_use_its_data_exits_before_it_takes_an_index() {
     let s0 = dir.path().join("s0.data");
     sigterm_exits_zero(server(&master.addr, &s0, &dir.path().join("s0.log")));
     refused(&["--workers", "4"], &s0, "workers");
-    let _servers = [
-        server(&master.addr, &s0, &dir.path().join("s0b.log")),
-        server(
-            &master.addr,
-            &dir.path().join("s1.data"),
-            &dir.path().join("s1.log"),
-        ),
+    let _servers = both_indexes_taken(&master.addr, dir.path(), &s0);
+}
+
+/// Runs a server on `data` with more `args`, which must fail saying `want`.
+fn refused_start(master: &str, data: &Path, args: &[&str], want: &str) {
+    let out = Command::new(env!("CARGO_BIN_EXE_peakfs-server"))
+        .args(["--master", master, "--listen", "127.0.0.1:0", "--no-pin"])
+        .args(["--data", data.to_str().unwrap()])
+        .args(args)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains(want), "{stderr}");
+}
+
+/// Starts a server on `s0` and one on a new `s1.data` in `dir`, and checks that both got an
+/// index of the master's two.
+fn both_indexes_taken(master: &str, dir: &Path, s0: &Path) -> [Proc; 2] {
+    let servers = [
+        server(master, s0, &dir.join("s0b.log")),
+        server(master, &dir.join("s1.data"), &dir.join("s1.log")),
     ];
-    let view = fetch_view(&format!("http://{}", master.addr), Duration::from_secs(15)).unwrap();
+    let view = fetch_view(&format!("http://{master}"), Duration::from_secs(15)).unwrap();
     assert_eq!(view.servers.len(), 2);
+    servers
 }
 
 /// Unmounts a test's tmpfs when dropped.
@@ -677,37 +679,13 @@ fn a_new_server_whose_format_fails_gives_its_index_back() {
     assert!(mounted.success());
     let guard = Mounted(full.clone());
     let master = master(dir.path());
-    let out = Command::new(env!("CARGO_BIN_EXE_peakfs-server"))
-        .args([
-            "--master",
-            &master.addr,
-            "--listen",
-            "127.0.0.1:0",
-            "--no-pin",
-        ])
-        .args(["--data", full.join("x.data").to_str().unwrap()])
-        .args(["--data-size", &(64u64 << 20).to_string(), "--workers", "2"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success() && stderr.contains("write failed with NVMe status Capacity Exceeded"),
-        "{stderr}"
+    refused_start(
+        &master.addr,
+        &full.join("x.data"),
+        &["--data-size", &(64u64 << 20).to_string(), "--workers", "2"],
+        "write failed with NVMe status Capacity Exceeded",
     );
     drop(guard);
     // Both indexes are free for the cluster's two servers, at addresses of their own.
-    let _servers = [
-        server(
-            &master.addr,
-            &dir.path().join("s0.data"),
-            &dir.path().join("s0.log"),
-        ),
-        server(
-            &master.addr,
-            &dir.path().join("s1.data"),
-            &dir.path().join("s1.log"),
-        ),
-    ];
-    let view = fetch_view(&format!("http://{}", master.addr), Duration::from_secs(15)).unwrap();
-    assert_eq!(view.servers.len(), 2);
+    let _servers = both_indexes_taken(&master.addr, dir.path(), &dir.path().join("s0.data"));
 }
