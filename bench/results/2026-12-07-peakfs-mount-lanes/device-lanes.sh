@@ -3,10 +3,11 @@
 # RUN_DIR/new, twice, alternated: a master, SERVERS servers (WORKERS workers each, unpinned)
 # on loopback, `peakfs mount --threads THREADS`, and RUN_DIR/mount-load on the mount:
 # 4 KiB O_DIRECT random reads and writes from 1, 4 and 8 threads (5 s each, a file each),
-# and create/stat/unlink of 2,000 empty files per thread from 1, 4 and 8 threads.
+# and create/stat/unlink of 2,000 empty files per thread from 1, 4 and 8 threads. ROUNDS,
+# BUILDS and IO_MODES (set empty: metadata only) narrow the run.
 set -u
 R=$(cd "$1" && pwd); S=$2; WK=$3; T=$4; P=7900
-for round in ${ROUNDS:-1 2}; do for build in old new; do
+for round in ${ROUNDS:-1 2}; do for build in ${BUILDS:-old new}; do
   B=$R/$build; P=$((P + 1)); W=/tmp/lanes/w$P; rm -rf $W; mkdir -p $W/mnt
   echo "== $build round $round (servers $S x $WK workers, mount --threads $T)"
   $B/peakfs-master --listen 127.0.0.1:$P --servers $S > $W/m.log 2>&1 &
@@ -19,7 +20,7 @@ for round in ${ROUNDS:-1 2}; do for build in old new; do
   $B/peakfs --master 127.0.0.1:$P mount $W/mnt --threads $T > $W/mnt.log 2>&1 &
   for _ in $(seq 50); do mountpoint -q $W/mnt && break; sleep 0.2; done
   mountpoint -q $W/mnt || { echo "no mount"; cat $W/mnt.log; exit 1; }
-  for mode in randread randwrite; do for p in 1 4 8; do
+  for mode in ${IO_MODES-randread randwrite}; do for p in 1 4 8; do
     $R/mount-load $W/mnt $mode $p 5
   done; done
   for p in 1 4 8; do $R/mount-load $W/mnt create $p 2000; done

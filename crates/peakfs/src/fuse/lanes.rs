@@ -6,11 +6,15 @@
 //! Every descriptor of one inode lives on one lane, the one its first open took (the lane
 //! with the fewest open files): that lane's client sees all of the inode's uncommitted
 //! writes, so a stat, a truncate or a second descriptor's read sees them as under a single
-//! client. Requests about no open file take any lane that is free. A FUSE file handle names
-//! its lane and that lane's descriptor.
+//! client. Requests about no open file take the first lane that is free. A FUSE file handle
+//! names its lane and that lane's descriptor.
+//!
+//! Ties go to the lowest lane, not round the lanes: one process's requests then keep to one
+//! client, whose connections the servers serve on the same communicating threads each time,
+//! still busy from the last request (one stat loop through a mount of 8 lanes on the 16-core
+//! host: 2.9-3.5 K/s when each request took the next lane, 3.6-4.0 K/s with one client).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use crate::client::{Client, ClientError};
@@ -39,8 +43,6 @@ struct Placement {
     by_ino: HashMap<u64, (usize, u32)>,
     /// Open handles per lane.
     per_lane: Vec<u32>,
-    /// Where the search for the least loaded lane starts (ties go round).
-    turn: usize,
 }
 
 impl Placement {
@@ -48,16 +50,12 @@ impl Placement {
         Self {
             by_ino: HashMap::new(),
             per_lane: vec![0; lanes],
-            turn: 0,
         }
     }
 
-    /// The lane holding the fewest open handles.
-    fn least_loaded(&mut self) -> usize {
-        let n = self.per_lane.len();
-        self.turn = (self.turn + 1) % n;
-        (0..n)
-            .map(|i| (self.turn + i) % n)
+    /// The lane holding the fewest open handles (the lowest of those).
+    fn least_loaded(&self) -> usize {
+        (0..self.per_lane.len())
             .min_by_key(|&l| self.per_lane[l])
             .unwrap_or(0)
     }
@@ -73,6 +71,26 @@ impl Placement {
         *n += 1;
         self.per_lane[*lane] += 1;
         *lane
+    }
+
+    /// Counts a handle to be created on the least loaded lane, before its inode is known, so
+    /// that creates running side by side take different lanes; returns the lane.
+    fn reserve(&mut self) -> usize {
+        let lane = self.least_loaded();
+        self.per_lane[lane] += 1;
+        lane
+    }
+
+    /// The create reserved on `lane` made (or opened) `ino`: counts the handle there, or, if
+    /// `ino` is open on another lane already, there; returns the lane that holds it.
+    fn settle(&mut self, ino: u64, lane: usize) -> usize {
+        self.per_lane[lane] -= 1;
+        self.add(ino, lane)
+    }
+
+    /// The create reserved on `lane` failed.
+    fn cancel(&mut self, lane: usize) {
+        self.per_lane[lane] -= 1;
     }
 
     /// Counts a new handle of `ino`: on its lane, or if it is open nowhere, on the least
@@ -101,7 +119,6 @@ impl Placement {
 #[derive(Debug)]
 pub struct Lanes {
     clients: Vec<Mutex<Client>>,
-    next: AtomicUsize,
     placement: Mutex<Placement>,
 }
 
@@ -121,7 +138,6 @@ impl Lanes {
         Ok(Self {
             placement: Mutex::new(Placement::new(clients.len())),
             clients: clients.into_iter().map(Mutex::new).collect(),
-            next: AtomicUsize::new(0),
         })
     }
 
@@ -145,16 +161,12 @@ impl Lanes {
         self.placement.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A free lane, or if all are busy, the next in turn once it is free.
+    /// The first free lane, or if all are busy, the first once it is free.
     pub fn any(&self) -> Lane<'_> {
-        let n = self.clients.len();
-        let start = self.next.fetch_add(1, Ordering::Relaxed) % n;
-        for i in 0..n {
-            if let Ok(c) = self.clients[(start + i) % n].try_lock() {
-                return c;
-            }
-        }
-        self.lock(start)
+        self.clients
+            .iter()
+            .find_map(|c| c.try_lock().ok())
+            .unwrap_or_else(|| self.lock(0))
     }
 
     /// The lane for a request about inode `ino`: the one holding it open, or any.
@@ -201,10 +213,16 @@ impl Lanes {
         flags: i32,
         create: impl FnOnce(&mut Client) -> Result<(u64, Attr), ClientError>,
     ) -> Result<(u64, Attr), ClientError> {
-        let lane = self.placement().least_loaded();
+        let lane = self.placement().reserve();
         let mut c = self.lock(lane);
-        let (fd, attr) = create(&mut c)?;
-        let held = self.placement().add(attr.ino, lane);
+        let (fd, attr) = match create(&mut c) {
+            Ok(created) => created,
+            Err(e) => {
+                self.placement().cancel(lane);
+                return Err(e);
+            }
+        };
+        let held = self.placement().settle(attr.ino, lane);
         if held == lane {
             return Ok((handle(lane, fd), attr));
         }
@@ -243,6 +261,15 @@ mod tests {
                 assert_eq!(split(handle(lane, fd)), (lane, fd));
             }
         }
+    }
+
+    #[test]
+    fn creates_side_by_side_take_different_lanes() {
+        let mut p = Placement::new(3);
+        let lanes: Vec<usize> = (0..3).map(|_| p.reserve()).collect();
+        assert_eq!(lanes, [0, 1, 2]);
+        p.cancel(1);
+        assert_eq!(p.reserve(), 1);
     }
 
     #[test]
@@ -285,8 +312,8 @@ mod tests {
                         handles.push((ino, lane));
                     }
                     Op::Create(ino) => {
-                        let want = p.least_loaded();
-                        let lane = p.add(ino, want);
+                        let want = p.reserve();
+                        let lane = p.settle(ino, want);
                         if let Some(&(_, l)) = handles.iter().find(|(i, _)| *i == ino) {
                             prop_assert_eq!(lane, l);
                         } else {
