@@ -14,13 +14,19 @@ use crate::cuda::{CopyRange, Gpu, PinnedBuffer, Stream};
 use crate::memory::{DmaMap, DmaView, RegionKind};
 use crate::spec::{self, Status, SubmissionEntry};
 
-/// The status of a write its backing store refused with `errno`: Capacity Exceeded when the
-/// store is out of space (a sparse namespace file on a full file system, a quota), so that
-/// the host reads the cause and not a media fault; Data Transfer Error otherwise.
-pub fn write_status(errno: Option<i32>) -> Status {
-    match errno {
-        Some(libc::ENOSPC | libc::EDQUOT) => Status::capacity_exceeded(),
-        _ => Status::data_transfer_error(),
+/// Whether a backing store refused a write with `errno` for want of space (a sparse
+/// namespace file on a full file system, a quota): the command then fails with Capacity
+/// Exceeded, so that the host reads the cause and not a media fault.
+pub fn out_of_space(errno: Option<i32>) -> bool {
+    matches!(errno, Some(libc::ENOSPC | libc::EDQUOT))
+}
+
+/// The status of a write `sink` refused with `e`.
+fn sink_status(e: &io::Error) -> Status {
+    if out_of_space(e.raw_os_error()) {
+        Status::capacity_exceeded()
+    } else {
+        Status::data_transfer_error()
     }
 }
 
@@ -228,7 +234,7 @@ impl<'a> DataPath<'a> {
 
     /// Drains the segments, in order, into `sink(offset_in_transfer, data)`: the controller
     /// reads host or GPU memory (a Write command). A sink out of space fails the command with
-    /// Capacity Exceeded ([`write_status`]), any other sink error with Data Transfer Error.
+    /// Capacity Exceeded ([`out_of_space`]), any other sink error with Data Transfer Error.
     pub fn write_from(
         &mut self,
         segs: &[Segment],
@@ -240,7 +246,7 @@ impl<'a> DataPath<'a> {
                 RegionKind::Host => {
                     // SAFETY: resolved inside registered host memory (DMA contract, as above).
                     let buf = unsafe { std::slice::from_raw_parts(seg.addr as *const u8, seg.len) };
-                    sink(pos, buf).map_err(|e| write_status(e.raw_os_error()))?;
+                    sink(pos, buf).map_err(|e| sink_status(&e))?;
                 }
                 RegionKind::Device => {
                     let copier = self.gpu.as_mut().ok_or_else(Status::data_transfer_error)?;
@@ -259,7 +265,7 @@ impl<'a> DataPath<'a> {
                         .map_err(|_| Status::data_transfer_error())?;
                         // SAFETY: the copy above completed into these `chunk` bytes.
                         let buf = unsafe { std::slice::from_raw_parts(dst, chunk) };
-                        sink(pos + done as u64, buf).map_err(|e| write_status(e.raw_os_error()))?;
+                        sink(pos + done as u64, buf).map_err(|e| sink_status(&e))?;
                         done += chunk;
                     }
                 }

@@ -96,10 +96,7 @@ impl Placement {
     /// Counts a new handle of `ino`: on its lane, or if it is open nowhere, on the least
     /// loaded lane.
     fn place(&mut self, ino: u64) -> usize {
-        let lane = match self.lane_of(ino) {
-            Some(lane) => lane,
-            None => self.least_loaded(),
-        };
+        let lane = self.least_loaded();
         self.add(ino, lane)
     }
 
@@ -141,16 +138,6 @@ impl Lanes {
         })
     }
 
-    /// The number of lanes.
-    pub fn len(&self) -> usize {
-        self.clients.len()
-    }
-
-    /// Whether there are none (never: a mount has at least one).
-    pub fn is_empty(&self) -> bool {
-        self.clients.is_empty()
-    }
-
     fn lock(&self, lane: usize) -> Lane<'_> {
         // A panic in a call leaves at worst a stale open-file entry: keep serving.
         self.clients[lane].lock().unwrap_or_else(|p| p.into_inner())
@@ -178,13 +165,17 @@ impl Lanes {
         }
     }
 
-    /// The lane of file handle `fh` and its descriptor there.
-    pub fn for_handle(&self, fh: u64) -> Result<(Lane<'_>, u64), ClientError> {
+    /// Runs `f` on the lane of file handle `fh` with its descriptor there.
+    pub fn on_handle<T>(
+        &self,
+        fh: u64,
+        f: impl FnOnce(&mut Client, u64) -> Result<T, ClientError>,
+    ) -> Result<T, ClientError> {
         let (lane, fd) = split(fh);
         if lane >= self.clients.len() {
             return Err(ClientError::BadFd(fh));
         }
-        Ok((self.lock(lane), fd))
+        f(&mut self.lock(lane), fd)
     }
 
     /// Opens inode `ino` with `open` on its lane; returns the file handle.
@@ -241,9 +232,7 @@ impl Lanes {
 
     /// Closes file handle `fh` of inode `ino`.
     pub fn close(&self, fh: u64, ino: u64) -> Result<(), ClientError> {
-        let (mut c, fd) = self.for_handle(fh)?;
-        let closed = c.close(fd);
-        drop(c);
+        let closed = self.on_handle(fh, |c, fd| c.close(fd));
         self.placement().remove(ino);
         closed
     }

@@ -13,12 +13,12 @@
 //! holding the target as data; FIFOs, sockets and device nodes are inodes of their type with
 //! their device number. Placement hints are the extended attributes of [`crate::xattr`].
 
+pub mod lanes;
+
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-pub mod lanes;
-
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -496,8 +496,7 @@ impl fuser::Filesystem for PeakFuse {
     ) {
         let r = self
             .lanes
-            .for_handle(fh.0)
-            .and_then(|(mut c, fd)| c.pread(fd, size as usize, offset));
+            .on_handle(fh.0, |c, fd| c.pread(fd, size as usize, offset));
         match r {
             Ok(d) => reply.data(&d),
             Err(e) => reply.error(errno(&e)),
@@ -516,7 +515,7 @@ impl fuser::Filesystem for PeakFuse {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        let r = self.lanes.for_handle(fh.0).and_then(|(mut c, fd)| {
+        let r = self.lanes.on_handle(fh.0, |c, fd| {
             if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
                 c.drop_set_id_bits(fd)?;
             }
@@ -537,10 +536,7 @@ impl fuser::Filesystem for PeakFuse {
         reply: ReplyEmpty,
     ) {
         // close(2): commit, so that the data is visible to every client.
-        let r = self
-            .lanes
-            .for_handle(fh.0)
-            .and_then(|(mut c, fd)| c.flush(fd));
+        let r = self.lanes.on_handle(fh.0, |c, fd| c.flush(fd));
         Self::reply_empty(reply, r);
     }
 
@@ -565,10 +561,7 @@ impl fuser::Filesystem for PeakFuse {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        let r = self
-            .lanes
-            .for_handle(fh.0)
-            .and_then(|(mut c, fd)| c.fsync(fd));
+        let r = self.lanes.on_handle(fh.0, |c, fd| c.fsync(fd));
         Self::reply_empty(reply, r);
     }
 

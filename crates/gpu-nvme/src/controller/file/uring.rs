@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use io_uring::{IoUring, opcode, types};
 
 use crate::controller::StatsCounters;
-use crate::controller::data::{Segment, write_status};
+use crate::controller::data::{Segment, out_of_space};
 use crate::memory::RegionKind;
 use crate::spec::Status;
 
@@ -136,10 +136,8 @@ impl Batch {
                             bytes.fetch_add(op.len, Ordering::Relaxed);
                             Status::SUCCESS
                         }
-                        (false, true) => match write_status(failed) {
-                            s if s == Status::data_transfer_error() => Status::write_fault(),
-                            s => s,
-                        },
+                        (false, true) if out_of_space(failed) => Status::capacity_exceeded(),
+                        (false, true) => Status::write_fault(),
                         (false, false) => Status::unrecovered_read_error(),
                     };
                 }
