@@ -436,27 +436,162 @@ fn descriptors_of_one_file_see_each_others_writes_before_the_close() {
         "fstat of the other descriptor"
     );
     // O_DIRECT: the read reaches the file system, not the kernel's copy of the writer's pages.
-    let layout4k = std::alloc::Layout::from_size_align(4096, 4096).unwrap();
-    // SAFETY: a non-zero size; freed below with the same layout.
-    let buf = unsafe { std::alloc::alloc_zeroed(layout4k) };
-    assert!(!buf.is_null());
-    // SAFETY: `buf` holds 4096 bytes; the offset is a multiple of the block size.
-    let n = unsafe {
-        libc::pread(
-            reader.as_raw_fd(),
-            buf.cast(),
-            4096,
-            i64::try_from(offset).unwrap(),
-        )
-    };
-    // SAFETY: `buf` holds 4096 initialized bytes and outlives the slice.
-    let read = unsafe { std::slice::from_raw_parts(buf, 4096) }[..n.max(0) as usize].to_vec();
-    // SAFETY: allocated above with this layout.
-    unsafe { std::alloc::dealloc(buf, layout4k) };
+    let mut buf = DirectBuf::new(4096);
+    let n = std::os::unix::fs::FileExt::read_at(&reader, buf.as_mut(), offset).unwrap();
+    let read = &buf.as_ref()[..n];
     assert_eq!(
         read, b"not yet committed",
         "read through the other descriptor"
     );
     drop((writer, reader));
+    session.umount_and_join().unwrap();
+}
+
+/// A zeroed buffer aligned for O_DIRECT I/O.
+struct DirectBuf {
+    ptr: std::ptr::NonNull<u8>,
+    layout: std::alloc::Layout,
+}
+
+impl DirectBuf {
+    fn new(len: usize) -> Self {
+        let layout = std::alloc::Layout::from_size_align(len, 4096).unwrap();
+        // SAFETY: `len` is not zero (every caller asks for whole blocks).
+        let ptr = std::ptr::NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) }).unwrap();
+        Self { ptr, layout }
+    }
+
+    fn filled(len: usize, byte: u8) -> Self {
+        let mut b = Self::new(len);
+        b.as_mut().fill(byte);
+        b
+    }
+
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: `ptr` holds `layout.size()` initialized bytes for as long as `self` lives.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.layout.size()) }
+    }
+
+    fn as_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as above, and `&mut self` makes this the only view.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.layout.size()) }
+    }
+}
+
+impl Drop for DirectBuf {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) };
+    }
+}
+
+#[test]
+fn threads_writing_one_file_with_o_direct_all_land() {
+    use std::os::unix::fs::FileExt;
+    let Some((_cl, mnt, session)) = mounted() else {
+        return;
+    };
+    let path = mnt.path().join("one-file");
+    const THREADS: u64 = 8;
+    const ROUNDS: u64 = 16;
+    const BLOCK: usize = 4096;
+    let inside = THREADS * ROUNDS;
+    // Within the size, O_DIRECT writes of one file run side by side in the kernel; each
+    // thread's last block lies beyond it and extends the file.
+    std::fs::File::create_new(&path)
+        .unwrap()
+        .set_len(inside * BLOCK as u64)
+        .unwrap();
+    let writers: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                let f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .custom_flags(libc::O_DIRECT)
+                    .open(&path)
+                    .unwrap();
+                for i in 0..ROUNDS {
+                    let b = DirectBuf::filled(BLOCK, (t * ROUNDS + i) as u8);
+                    f.write_all_at(b.as_ref(), (i * THREADS + t) * BLOCK as u64)
+                        .unwrap();
+                }
+                let b = DirectBuf::filled(BLOCK, 0xf0 | t as u8);
+                f.write_all_at(b.as_ref(), (inside + t) * BLOCK as u64)
+                    .unwrap();
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    let got = std::fs::read(&path).unwrap();
+    assert_eq!(got.len(), (inside + THREADS) as usize * BLOCK, "size");
+    for (n, block) in got.chunks(BLOCK).enumerate() {
+        let n = n as u64;
+        let want = if n < inside {
+            ((n % THREADS) * ROUNDS + n / THREADS) as u8
+        } else {
+            0xf0 | (n - inside) as u8
+        };
+        assert!(
+            block.iter().all(|&b| b == want),
+            "block {n}: want {want:#x}"
+        );
+    }
+    session.umount_and_join().unwrap();
+}
+
+#[test]
+fn an_o_direct_descriptor_maps_shared_and_its_writes_reach_cached_readers() {
+    use std::os::unix::fs::FileExt;
+    let Some((_cl, mnt, session)) = mounted() else {
+        return;
+    };
+    let path = mnt.path().join("cached");
+    std::fs::write(&path, vec![b'o'; 8192]).unwrap();
+    // A buffered reader whose pages the kernel now holds.
+    let reader = std::fs::File::open(&path).unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), vec![b'o'; 8192]);
+    let direct = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(&path)
+        .unwrap();
+    // SAFETY: a fresh shared read-only mapping of 8 KiB of an open file, unmapped below.
+    let map = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            8192,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            direct.as_raw_fd(),
+            0,
+        )
+    };
+    assert_ne!(
+        map,
+        libc::MAP_FAILED,
+        "mmap MAP_SHARED of an O_DIRECT descriptor: {}",
+        std::io::Error::last_os_error()
+    );
+    // SAFETY: the mapping covers 8192 readable bytes of the file's 8192.
+    let mapped = unsafe { std::slice::from_raw_parts(map.cast::<u8>(), 8192) }.to_vec();
+    // SAFETY: mapped above with this length.
+    assert_eq!(unsafe { libc::munmap(map, 8192) }, 0);
+    assert_eq!(mapped, vec![b'o'; 8192], "mapped bytes");
+    direct
+        .write_all_at(DirectBuf::filled(4096, b'n').as_ref(), 4096)
+        .unwrap();
+    let mut got = vec![0; 8192];
+    reader.read_exact_at(&mut got, 0).unwrap();
+    assert_eq!(&got[..4096], &[b'o'; 4096][..], "the block not written");
+    assert_eq!(
+        &got[4096..],
+        &[b'n'; 4096][..],
+        "the reader's cached pages of the written block"
+    );
+    drop((reader, direct));
     session.umount_and_join().unwrap();
 }

@@ -258,6 +258,20 @@ fn perm(mode: u32, umask: u32) -> u32 {
     mode & !umask & 0o7777
 }
 
+/// How the kernel treats a descriptor opened with open(2) `flags`. An O_DIRECT one bypasses
+/// the page cache by the file's own path (FOPEN_DIRECT_IO), on which the kernel lets O_DIRECT
+/// writes within the file's size run side by side (FOPEN_PARALLEL_DIRECT_WRITES): on the
+/// page cache's path it holds the inode's lock across each one, so threads writing one file
+/// wrote one at a time (8 threads, 4 KiB, 2-core box: 4.7 K writes/s on one file, 16.5 K on
+/// a file each).
+fn open_reply_flags(flags: i32) -> FopenFlags {
+    if flags & libc::O_DIRECT != 0 {
+        FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES
+    } else {
+        FopenFlags::empty()
+    }
+}
+
 impl fuser::Filesystem for PeakFuse {
     fn init(&mut self, _req: &Request, config: &mut fuser::KernelConfig) -> std::io::Result<()> {
         // The set-ID bits that writes, truncates and changes of owner drop are dropped here
@@ -265,6 +279,11 @@ impl fuser::Filesystem for PeakFuse {
         // `security.capability` before every write(2): one more round trip through FUSE each.
         if let Err(e) = config.add_capabilities(fuser::InitFlags::FUSE_HANDLE_KILLPRIV_V2) {
             tracing::warn!("the kernel lacks {e:?}: it drops set-ID bits itself");
+        }
+        // An O_DIRECT descriptor (FOPEN_DIRECT_IO, `open_reply_flags`) may then be mapped
+        // shared, as on the page cache's path; without it, such an mmap fails with ENODEV.
+        if let Err(e) = config.add_capabilities(fuser::InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP) {
+            tracing::warn!("the kernel lacks {e:?}: O_DIRECT descriptors cannot be mapped shared");
         }
         Ok(())
     }
@@ -478,7 +497,7 @@ impl fuser::Filesystem for PeakFuse {
             Ok(fd)
         });
         match r {
-            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Ok(fh) => reply.opened(FileHandle(fh), open_reply_flags(flags.0)),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -735,7 +754,7 @@ impl fuser::Filesystem for PeakFuse {
                 &to_attr(&a),
                 Generation(0),
                 FileHandle(fh),
-                FopenFlags::empty(),
+                open_reply_flags(flags),
             ),
             Err(e) => reply.error(errno(&e)),
         }
@@ -745,6 +764,23 @@ impl fuser::Filesystem for PeakFuse {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_o_direct_descriptors_bypass_the_page_cache_and_write_side_by_side() {
+        let direct = FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES;
+        assert_eq!(open_reply_flags(libc::O_RDWR | libc::O_DIRECT), direct);
+        assert_eq!(
+            open_reply_flags(libc::O_RDONLY | libc::O_DIRECT | libc::O_CREAT),
+            direct
+        );
+        for flags in [
+            libc::O_RDONLY,
+            libc::O_WRONLY | libc::O_APPEND,
+            libc::O_RDWR | libc::O_SYNC,
+        ] {
+            assert_eq!(open_reply_flags(flags), FopenFlags::empty(), "{flags:#o}");
+        }
+    }
 
     #[test]
     fn timestamps_round_trip_through_system_time() {
