@@ -595,3 +595,107 @@ fn an_o_direct_descriptor_maps_shared_and_its_writes_reach_cached_readers() {
     drop((reader, direct));
     session.umount_and_join().unwrap();
 }
+
+#[test]
+fn readers_of_one_file_proceed_side_by_side_and_see_a_writer_on_another_lane() {
+    use std::os::unix::fs::FileExt;
+    let Some((cl, mnt, session)) = mounted() else {
+        return;
+    };
+    let path = mnt.path().join("read-by-many");
+    let layout = *cl.client().layout();
+    let block = u64::from(layout.block_size());
+    let blocks = 8;
+    std::fs::write(&path, vec![b'o'; (blocks * block) as usize]).unwrap();
+    let ino = std::fs::metadata(&path).unwrap().ino();
+    let server_of = |o: u64| {
+        layout
+            .route(layout.data_lambda(ino, DataDist::Block, o))
+            .server
+    };
+    let on = |server: u32| {
+        (0..blocks)
+            .map(|b| b * block)
+            .find(|&o| server_of(o) == server)
+            .expect("a block on each server")
+    };
+    let home = layout.route(home_lambda(ino)).server;
+    // Beyond the end, on another server than the inode's: its WRITE does not raise the size
+    // at home; only a commit does.
+    let far = (blocks..)
+        .map(|b| b * block)
+        .find(|&o| server_of(o) != home)
+        .unwrap();
+    let open_direct = |write: bool| {
+        std::fs::OpenOptions::new()
+            .read(!write)
+            .write(write)
+            .custom_flags(libc::O_DIRECT)
+            .open(&path)
+            .unwrap()
+    };
+    // Two readers on two lanes, then a writer on the third.
+    let a = open_direct(false);
+    let b = open_direct(false);
+    let w = open_direct(true);
+    let read = |f: &std::fs::File, offset: u64| {
+        let mut buf = DirectBuf::new(4096);
+        let n = f.read_at(buf.as_mut(), offset).unwrap();
+        buf.as_ref()[..n].to_vec()
+    };
+    // `a` reads at the start and so reads ahead; the writer then rewrites what it read ahead.
+    assert_eq!(read(&a, 0), vec![b'o'; 4096]);
+    w.write_all_at(DirectBuf::filled(4096, b'n').as_ref(), 4096)
+        .unwrap();
+    assert_eq!(read(&a, 4096), vec![b'n'; 4096], "a reader that read ahead");
+    w.write_all_at(DirectBuf::filled(4096, b'x').as_ref(), far)
+        .unwrap();
+    assert_eq!(
+        b.metadata().unwrap().len(),
+        far + 4096,
+        "fstat of another reader"
+    );
+    assert_eq!(
+        read(&b, far),
+        vec![b'x'; 4096],
+        "another reader, past the old end"
+    );
+    // Server 0 stopped: a read of its block waits, one of server 1's does not.
+    let (stalled_at, live_at) = (on(0), on(1));
+    let server0 = cl.servers[0].child.id() as i32;
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(server0, libc::SIGSTOP) }, 0);
+    let stalled = std::thread::spawn(move || {
+        let mut buf = DirectBuf::new(4096);
+        a.read_at(buf.as_mut(), stalled_at).map(|_| a)
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    let live = read(&b, live_at);
+    let took = t.elapsed();
+    let still_waits = !stalled.is_finished();
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(server0, libc::SIGCONT) }, 0);
+    let a = stalled.join().unwrap().unwrap();
+    assert_eq!(live, vec![b'o'; 4096]);
+    assert!(
+        still_waits && took < Duration::from_secs(2),
+        "a read of the file took {took:?} while another reader of it waited for a stopped \
+         server (still waiting: {still_waits})"
+    );
+    // An open that truncates (the kernel sends it as a SETATTR of the size), and nothing
+    // written after: `a` read ahead before it.
+    assert_eq!(read(&a, 0), vec![b'o'; 4096]);
+    let truncated = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(&path)
+        .unwrap();
+    assert_eq!(
+        read(&a, 0),
+        b"",
+        "a reader that read ahead before an O_TRUNC open"
+    );
+    drop((a, b, w, truncated));
+    session.umount_and_join().unwrap();
+}

@@ -1507,8 +1507,9 @@ impl Client {
         Ok(())
     }
 
-    /// Commits the writes of this client's descriptors of `ino` that have uncommitted ones.
-    fn commit_writes_of(&mut self, ino: u64) -> Result<()> {
+    /// Commits the writes of this client's descriptors of `ino` that have uncommitted ones:
+    /// other clients see them from then on.
+    pub fn commit_writes_of(&mut self, ino: u64) -> Result<()> {
         let fds = self.files.fds_of_ino(ino).to_vec();
         for fd in fds {
             let pending = self.conns.unfinished(fd) > 0
@@ -1521,6 +1522,19 @@ impl Client {
             }
         }
         Ok(())
+    }
+
+    /// Forgets what this client's descriptors of `ino` read ahead, and the size its read-only
+    /// ones saw, which they ask for again before their next read: another client of the
+    /// group changed the file (a FUSE lane other than the one holding its writers).
+    pub fn forget_reads_of(&mut self, ino: u64) {
+        let conns = &mut self.conns;
+        self.files.for_each_of_ino(ino, |f| {
+            f.ahead.clear(conns);
+            if !f.writable {
+                f.size = 0;
+            }
+        });
     }
 
     /// Makes `fd`'s writes visible and durable.

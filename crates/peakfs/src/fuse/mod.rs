@@ -333,7 +333,11 @@ impl fuser::Filesystem for PeakFuse {
             nlink_delta: None,
             layout: None,
         };
-        match self.lanes.for_ino(ino.0).setattr(ino.0, set) {
+        let r = self.lanes.for_ino(ino.0).setattr(ino.0, set);
+        if size.is_some() {
+            self.lanes.resized(ino.0);
+        }
+        match r {
             Ok(a) => reply.attr(&ATTR_TTL, &to_attr(&a)),
             Err(e) => reply.error(errno(&e)),
         }
@@ -488,7 +492,7 @@ impl fuser::Filesystem for PeakFuse {
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        let r = self.lanes.open(ino.0, |c| {
+        let r = self.lanes.open(ino.0, flags.0, |c| {
             let fd = c.open_ino(ino.0, flags.0)?;
             // An open that truncates drops the set-ID bits as a truncate does.
             if flags.0 & libc::O_TRUNC != 0 && req.uid() != 0 {
@@ -505,7 +509,7 @@ impl fuser::Filesystem for PeakFuse {
     fn read(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         size: u32,
@@ -515,7 +519,7 @@ impl fuser::Filesystem for PeakFuse {
     ) {
         let r = self
             .lanes
-            .on_handle(fh.0, |c, fd| c.pread(fd, size as usize, offset));
+            .on_read(fh.0, ino.0, |c, fd| c.pread(fd, size as usize, offset));
         match r {
             Ok(d) => reply.data(&d),
             Err(e) => reply.error(errno(&e)),
@@ -525,7 +529,7 @@ impl fuser::Filesystem for PeakFuse {
     fn write(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         data: &[u8],
@@ -534,7 +538,7 @@ impl fuser::Filesystem for PeakFuse {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        let r = self.lanes.on_handle(fh.0, |c, fd| {
+        let r = self.lanes.on_write(fh.0, ino.0, |c, fd| {
             if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
                 c.drop_set_id_bits(fd)?;
             }
@@ -564,12 +568,13 @@ impl fuser::Filesystem for PeakFuse {
         _req: &Request,
         ino: INodeNo,
         fh: FileHandle,
-        _flags: OpenFlags,
+        flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        Self::reply_empty(reply, self.lanes.close(fh.0, ino.0));
+        let writable = lanes::is_writable(flags.0);
+        Self::reply_empty(reply, self.lanes.close(fh.0, ino.0, writable));
     }
 
     fn fsync(
