@@ -1435,3 +1435,62 @@ fn an_append_lands_after_what_another_descriptor_wrote() {
     assert_eq!(c.pread(r, 100, 0).unwrap(), b"first second");
     c.close(r).unwrap();
 }
+
+#[test]
+fn an_fsync_reaches_every_slice_the_files_writes_reached_through_any_descriptor() {
+    let cl = Cluster::start(2);
+    let mut c = cl.client();
+    let layout = *c.layout();
+    let d = c
+        .mkdir("/sync", 0o755, Some(dir_of(DataDist::Block)))
+        .unwrap();
+    assert_eq!(d.hint.data, DataDist::Block);
+    let fd = c.create("/sync/f", 0o644).unwrap();
+    let ino = c.stat("/sync/f").unwrap().ino;
+    let block = u64::from(layout.block_size());
+    let route = |o: u64| {
+        let r = layout.route(layout.data_lambda(ino, DataDist::Block, o));
+        (r.server, r.worker)
+    };
+    // A block on every slice (4: 2 servers x 2 workers), then closed: committed, not synced.
+    let mut slices = std::collections::BTreeSet::new();
+    for b in 0..64 {
+        if slices.insert(route(b * block)) {
+            c.pwrite(fd, b"durable?", b * block).unwrap();
+        }
+    }
+    assert_eq!(slices.len(), layout.slots() as usize);
+    c.close(fd).unwrap();
+    let fd = c.open("/sync/f", libc::O_RDWR, 0).unwrap();
+    let sent = c.rpcs_sent();
+    c.fsync(fd).unwrap();
+    assert_eq!(
+        c.rpcs_sent() - sent,
+        slices.len() as u64,
+        "an FSYNC to every slice written through the closed descriptor"
+    );
+    let sent = c.rpcs_sent();
+    c.fsync(fd).unwrap();
+    assert_eq!(
+        c.rpcs_sent() - sent,
+        1,
+        "nothing new: the home slice's FSYNC"
+    );
+    // Another open descriptor's writes, not yet committed, to a slice other than home.
+    let home = layout.route(peakfs::placement::home_lambda(ino));
+    let far = (1..)
+        .map(|b| b * block)
+        .find(|&o| route(o) != (home.server, home.worker))
+        .unwrap();
+    let other = c.open("/sync/f", libc::O_WRONLY, 0).unwrap();
+    c.pwrite(other, b"other", far).unwrap();
+    let sent = c.rpcs_sent();
+    c.fsync(fd).unwrap();
+    assert_eq!(
+        c.rpcs_sent() - sent,
+        3,
+        "the other descriptor's commit (SETATTR), then an FSYNC to its slice and to home"
+    );
+    c.close(other).unwrap();
+    c.close(fd).unwrap();
+}

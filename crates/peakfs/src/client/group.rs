@@ -13,6 +13,7 @@
 //! A client alone is a group of one. The state is behind one mutex, held only for a map
 //! operation, never across a request.
 
+use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
 
 use super::DirDefaults;
@@ -20,6 +21,9 @@ use crate::pstore::table::{U64Map, U64Set};
 
 /// Directories whose defaults a group remembers before it starts again.
 const MAX_DIRS: usize = 1 << 20;
+
+/// Inodes whose unsynced slices a group remembers; past that, they are synced at once.
+const MAX_UNSYNCED: usize = 1 << 16;
 
 /// The state the clients of a group share.
 #[derive(Debug, Default)]
@@ -36,7 +40,13 @@ struct State {
     orphans: U64Set,
     /// What directories give their new entries, by ino.
     dirs: U64Map<DirDefaults>,
+    /// The slices (a λ of each, by route) that the group's committed writes to an inode
+    /// reached since their last FSYNC through the group, by ino.
+    unsynced: U64Map<Slices>,
 }
+
+/// Slices by route (server, worker), with a λ that reaches each.
+pub(super) type Slices = BTreeMap<(u32, u32), u64>;
 
 impl Group {
     fn state(&self) -> MutexGuard<'_, State> {
@@ -97,6 +107,30 @@ impl Group {
         s.dirs.insert(ino, d);
     }
 
+    /// Writes to `ino` reached `slices` and were committed, not made durable. Returns the
+    /// `(ino, λ)` slices the caller must FSYNC now: all the group remembered, when it
+    /// remembers [`MAX_UNSYNCED`] inodes already.
+    pub(super) fn wrote(&self, ino: u64, slices: Slices) -> Vec<(u64, u64)> {
+        if slices.is_empty() {
+            return Vec::new();
+        }
+        let mut s = self.state();
+        let mut overflow = Vec::new();
+        if s.unsynced.len() >= MAX_UNSYNCED && !s.unsynced.contains_key(&ino) {
+            for (i, sl) in s.unsynced.drain() {
+                overflow.extend(sl.into_values().map(|l| (i, l)));
+            }
+        }
+        s.unsynced.entry(ino).or_default().extend(slices);
+        overflow
+    }
+
+    /// Takes the slices that writes to `ino` reached since their last FSYNC (the caller's
+    /// fsync now makes them durable).
+    pub(super) fn take_unsynced(&self, ino: u64) -> Slices {
+        self.state().unsynced.remove(&ino).unwrap_or_default()
+    }
+
     /// Forgets directory `ino` (removed).
     pub(super) fn forget_dir(&self, ino: u64) {
         self.state().dirs.remove(&ino);
@@ -121,6 +155,32 @@ mod tests {
             (0u64..4).prop_map(Op::Close),
             (0u64..4).prop_map(Op::Unlink),
         ]
+    }
+
+    #[test]
+    fn unsynced_slices_are_kept_until_an_fsync_takes_them_or_too_many_inodes_have_some() {
+        let g = Group::default();
+        let slices = |ls: &[u64]| ls.iter().map(|&l| ((l as u32, 0), l)).collect::<Slices>();
+        assert!(g.wrote(1, slices(&[5, 6])).is_empty());
+        assert!(g.wrote(1, slices(&[6, 7])).is_empty());
+        assert!(g.wrote(2, Slices::new()).is_empty());
+        assert_eq!(g.take_unsynced(1), slices(&[5, 6, 7]));
+        assert!(g.take_unsynced(1).is_empty(), "taken");
+        for ino in 0..MAX_UNSYNCED as u64 {
+            assert!(g.wrote(ino, slices(&[ino % 3])).is_empty());
+        }
+        assert!(
+            g.wrote(7, slices(&[9])).is_empty(),
+            "an inode known already"
+        );
+        let mut overflow = g.wrote(u64::MAX, slices(&[4]));
+        overflow.sort_unstable();
+        let mut want: Vec<(u64, u64)> = (0..MAX_UNSYNCED as u64).map(|i| (i, i % 3)).collect();
+        want.push((7, 9));
+        want.sort_unstable();
+        assert_eq!(overflow, want, "all the group remembered, to be synced now");
+        assert_eq!(g.take_unsynced(u64::MAX), slices(&[4]));
+        assert!(g.take_unsynced(7).is_empty());
     }
 
     proptest! {

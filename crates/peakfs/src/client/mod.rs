@@ -1484,18 +1484,39 @@ impl Client {
             };
             reqs.push((home_lambda(ino), Request::SetAttr { ino, set }));
         }
-        if durable {
-            for l in dirty.values().filter(|l| self.layout.route(**l) != home) {
+        // An fsync reaches every slice the group's writes to the file reached since their last
+        // FSYNC, through this descriptor or others, closed ones included: fsync(2) makes all
+        // of a file's data durable (a package manager writes and closes files, then opens
+        // each again to fsync it).
+        let synced = if durable {
+            let mut slices = self.group.take_unsynced(ino);
+            slices.extend(dirty.iter().map(|(&k, &v)| (k, v)));
+            for l in slices.values().filter(|l| self.layout.route(**l) != home) {
                 reqs.push((*l, Request::Fsync { ino }));
             }
             reqs.push((home_lambda(ino), Request::Fsync { ino }));
-        }
+            slices
+        } else {
+            dirty
+        };
         let mut size = None;
+        let mut failed = None;
         for (i, r) in self.conns.call_many(&reqs).into_iter().enumerate() {
-            let b = r?;
-            if i == 0 && remote && end.is_some() {
-                size = Some(attr_of(op::SETATTR, &b)?.size);
+            match r {
+                Ok(b) if i == 0 && remote && end.is_some() => {
+                    size = Some(attr_of(op::SETATTR, &b)?.size);
+                }
+                Ok(_) => {}
+                Err(e) => failed = failed.or(Some(e)),
             }
+        }
+        // Not made durable (not asked to, or an FSYNC failed): the next fsync's to do.
+        if !durable || failed.is_some() {
+            let overflow = self.group.wrote(ino, synced);
+            self.sync_slices(&overflow)?;
+        }
+        if let Some(e) = failed {
+            return Err(e);
         }
         let f = self.file(fd)?;
         match (size, end) {
@@ -1503,6 +1524,23 @@ impl Client {
             // The home slice's size is at least the end of the writes it acknowledged.
             (None, Some(e)) => f.size = f.size.max(e),
             (None, None) => {}
+        }
+        Ok(())
+    }
+
+    /// FSYNCs slices `(ino, λ)` (one request per slice).
+    fn sync_slices(&mut self, slices: &[(u64, u64)]) -> Result<()> {
+        let mut seen = std::collections::BTreeSet::new();
+        let reqs: Vec<_> = slices
+            .iter()
+            .filter(|(_, l)| {
+                let r = self.layout.route(*l);
+                seen.insert((r.server, r.worker))
+            })
+            .map(|&(ino, l)| (l, Request::Fsync { ino }))
+            .collect();
+        for r in self.conns.call_many(&reqs) {
+            r?;
         }
         Ok(())
     }
@@ -1537,8 +1575,28 @@ impl Client {
         });
     }
 
-    /// Makes `fd`'s writes visible and durable.
+    /// Makes the writes to `fd`'s file visible and durable: `fd`'s, those of the client's
+    /// other descriptors of the file, and those the group committed to it since its last
+    /// fsync (fsync(2) covers all of a file's data, whoever wrote it).
     pub fn fsync(&mut self, fd: u64) -> Result<()> {
+        let ino = self.file(fd)?.ino;
+        let others: Vec<u64> = self
+            .files
+            .fds_of_ino(ino)
+            .iter()
+            .copied()
+            .filter(|&o| o != fd)
+            .collect();
+        for o in others {
+            let pending = self.conns.unfinished(o) > 0
+                || self
+                    .files
+                    .get_mut(o)
+                    .is_some_and(|f| f.written_end.is_some());
+            if pending {
+                self.commit(o, false)?;
+            }
+        }
         self.commit(fd, true)
     }
 

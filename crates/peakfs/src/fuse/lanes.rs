@@ -295,10 +295,11 @@ impl Lanes {
         f(&mut self.lock(lane), fd)
     }
 
-    /// Runs read `f` on the lane of file handle `fh` of inode `ino`. Writes to the inode
-    /// through another lane come first: that lane commits them, and this lane's descriptors
-    /// forget what they read before them.
-    pub fn on_read<T>(
+    /// Runs `f` (a read or an fsync) on the lane of file handle `fh` of inode `ino`. Writes
+    /// to the inode through another lane come first: that lane commits them (an fsync here
+    /// then makes them durable too), and this lane's descriptors forget what they read
+    /// before them.
+    pub fn on_handle_synced<T>(
         &self,
         fh: u64,
         ino: u64,

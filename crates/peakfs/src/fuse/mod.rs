@@ -519,7 +519,7 @@ impl fuser::Filesystem for PeakFuse {
     ) {
         let r = self
             .lanes
-            .on_read(fh.0, ino.0, |c, fd| c.pread(fd, size as usize, offset));
+            .on_handle_synced(fh.0, ino.0, |c, fd| c.pread(fd, size as usize, offset));
         match r {
             Ok(d) => reply.data(&d),
             Err(e) => reply.error(errno(&e)),
@@ -580,12 +580,14 @@ impl fuser::Filesystem for PeakFuse {
     fn fsync(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        let r = self.lanes.on_handle(fh.0, |c, fd| c.fsync(fd));
+        let r = self
+            .lanes
+            .on_handle_synced(fh.0, ino.0, |c, fd| c.fsync(fd));
         Self::reply_empty(reply, r);
     }
 
