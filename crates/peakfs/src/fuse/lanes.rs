@@ -21,6 +21,7 @@
 //! host: 2.9-3.5 K/s when each request took the next lane, 3.6-4.0 K/s with one client).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use crate::client::{Client, ClientError};
@@ -79,6 +80,9 @@ struct Placement {
     by_ino: HashMap<u64, OpenIno>,
     /// Open handles per lane.
     per_lane: Vec<u32>,
+    /// Open inodes held by more than one lane. While there are none, writes need not count
+    /// changes ([`Lanes::on_write`]).
+    shared: usize,
 }
 
 impl Placement {
@@ -86,6 +90,7 @@ impl Placement {
         Self {
             by_ino: HashMap::new(),
             per_lane: vec![0; lanes],
+            shared: 0,
         }
     }
 
@@ -109,6 +114,12 @@ impl Placement {
         if writable {
             o.writer = Some(lane);
             o.writers += 1;
+        }
+        if o.held(lane).is_none() && o.lanes.len() == 1 {
+            // Shared from now on. Writes while it was not were not counted: count one, so
+            // the writer commits and the lane holding it forgets once, before reads elsewhere.
+            o.changes += 1;
+            self.shared += 1;
         }
         let changes = o.changes;
         match o.held(lane) {
@@ -162,6 +173,9 @@ impl Placement {
         o.lanes[i].handles -= 1;
         if o.lanes[i].handles == 0 {
             o.lanes.swap_remove(i);
+            if o.lanes.len() == 1 {
+                self.shared -= 1;
+            }
         }
         if writable && o.writer == Some(lane) {
             o.writers -= 1;
@@ -227,6 +241,8 @@ impl Placement {
 pub struct Lanes {
     clients: Vec<Mutex<Client>>,
     placement: Mutex<Placement>,
+    /// [`Placement::shared`] as of its last change (stored under its lock), read without it.
+    shared: AtomicUsize,
 }
 
 /// A lane held by one request.
@@ -244,6 +260,7 @@ impl Lanes {
         }
         Ok(Self {
             placement: Mutex::new(Placement::new(clients.len())),
+            shared: AtomicUsize::new(0),
             clients: clients.into_iter().map(Mutex::new).collect(),
         })
     }
@@ -256,6 +273,14 @@ impl Lanes {
     fn placement(&self) -> MutexGuard<'_, Placement> {
         // Every update is a single map operation: a panic elsewhere leaves it whole.
         self.placement.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs `f` on the placement, and publishes the count of shared inodes it leaves.
+    fn placing<T>(&self, f: impl FnOnce(&mut Placement) -> T) -> T {
+        let mut p = self.placement();
+        let r = f(&mut p);
+        self.shared.store(p.shared, Ordering::SeqCst);
+        r
     }
 
     /// The first free lane, or if all are busy, the first once it is free.
@@ -331,8 +356,12 @@ impl Lanes {
         let (lane, fd) = self.lane_of_handle(fh)?;
         let mut c = self.lock(lane);
         let written = f(&mut c, fd);
-        // Even a failed write may have sent some of its pieces.
-        self.placement().changed(ino, Some(lane));
+        // Even a failed write may have sent some of its pieces. No inode open on two lanes:
+        // no reader elsewhere to tell, and no mount-wide lock for each write (an inode
+        // becoming shared counts a change then, `Placement::add`).
+        if self.shared.load(Ordering::SeqCst) > 0 {
+            self.placement().changed(ino, Some(lane));
+        }
         written
     }
 
@@ -351,12 +380,12 @@ impl Lanes {
         open: impl FnOnce(&mut Client) -> Result<u64, ClientError>,
     ) -> Result<u64, ClientError> {
         let writable = is_writable(flags);
-        let lane = self.placement().place(ino, writable);
+        let lane = self.placing(|p| p.place(ino, writable));
         let opened = open(&mut self.lock(lane));
         match opened {
             Ok(fd) => Ok(handle(lane, fd)),
             Err(e) => {
-                self.placement().remove(ino, lane, writable);
+                self.placing(|p| p.remove(ino, lane, writable));
                 Err(e)
             }
         }
@@ -381,7 +410,7 @@ impl Lanes {
             }
         };
         let writable = is_writable(flags);
-        let held = self.placement().settle(attr.ino, lane, writable);
+        let held = self.placing(|p| p.settle(attr.ino, lane, writable));
         if held == lane {
             return Ok((handle(lane, fd), attr));
         }
@@ -392,7 +421,7 @@ impl Lanes {
         match moved {
             Ok(fd) => Ok((handle(held, fd), attr)),
             Err(e) => {
-                self.placement().remove(attr.ino, held, writable);
+                self.placing(|p| p.remove(attr.ino, held, writable));
                 Err(e)
             }
         }
@@ -402,7 +431,7 @@ impl Lanes {
     pub fn close(&self, fh: u64, ino: u64, writable: bool) -> Result<(), ClientError> {
         let (lane, fd) = self.lane_of_handle(fh)?;
         let closed = self.lock(lane).close(fd);
-        self.placement().remove(ino, lane, writable);
+        self.placing(|p| p.remove(ino, lane, writable));
         closed
     }
 }
@@ -510,6 +539,8 @@ mod tests {
                 match op {
                     Op::Open(ino, writable) | Op::Create(ino, writable) => {
                         let before = writer(&handles, ino);
+                        let lanes_before: std::collections::HashSet<usize> =
+                            handles.iter().filter(|h| h.0 == ino).map(|h| h.1).collect();
                         let lane = if matches!(op, Op::Open(..)) {
                             p.place(ino, writable)
                         } else {
@@ -520,6 +551,12 @@ mod tests {
                         };
                         if let Some(w) = before {
                             prop_assert_eq!(lane, w, "a handle joins the writer");
+                        }
+                        if lanes_before.len() == 1 && !lanes_before.contains(&lane) {
+                            // Shared now: writes until now went uncounted.
+                            let m = model.entry(ino).or_default();
+                            m.uncommitted = true;
+                            m.stale.extend(lanes_before);
                         }
                         handles.push((ino, lane, writable));
                     }
@@ -534,7 +571,10 @@ mod tests {
                     }
                     Op::Write(i) if i < handles.len() && handles[i].2 => {
                         let (ino, lane, _) = handles[i];
-                        p.changed(ino, Some(lane));
+                        // As `Lanes::on_write`: counted only while some inode is shared.
+                        if p.shared > 0 {
+                            p.changed(ino, Some(lane));
+                        }
                         let m = model.entry(ino).or_default();
                         m.uncommitted = true;
                         for h in handles.iter().filter(|h| h.0 == ino && h.1 != lane) {
@@ -573,6 +613,15 @@ mod tests {
                 }
                 let open: std::collections::HashSet<u64> = handles.iter().map(|h| h.0).collect();
                 prop_assert_eq!(p.by_ino.len(), open.len());
+                let shared = open
+                    .iter()
+                    .filter(|&&ino| {
+                        let lanes: std::collections::HashSet<usize> =
+                            handles.iter().filter(|h| h.0 == ino).map(|h| h.1).collect();
+                        lanes.len() > 1
+                    })
+                    .count();
+                prop_assert_eq!(p.shared, shared);
             }
         }
     }
