@@ -1548,8 +1548,13 @@ impl Client {
     /// Commits the writes of this client's descriptors of `ino` that have uncommitted ones:
     /// other clients see them from then on.
     pub fn commit_writes_of(&mut self, ino: u64) -> Result<()> {
+        self.commit_writes_except(ino, None)
+    }
+
+    /// [`Self::commit_writes_of`], but for descriptor `except`.
+    fn commit_writes_except(&mut self, ino: u64, except: Option<u64>) -> Result<()> {
         let fds = self.files.fds_of_ino(ino).to_vec();
-        for fd in fds {
+        for fd in fds.into_iter().filter(|&fd| Some(fd) != except) {
             let pending = self.conns.unfinished(fd) > 0
                 || self
                     .files
@@ -1580,23 +1585,7 @@ impl Client {
     /// fsync (fsync(2) covers all of a file's data, whoever wrote it).
     pub fn fsync(&mut self, fd: u64) -> Result<()> {
         let ino = self.file(fd)?.ino;
-        let others: Vec<u64> = self
-            .files
-            .fds_of_ino(ino)
-            .iter()
-            .copied()
-            .filter(|&o| o != fd)
-            .collect();
-        for o in others {
-            let pending = self.conns.unfinished(o) > 0
-                || self
-                    .files
-                    .get_mut(o)
-                    .is_some_and(|f| f.written_end.is_some());
-            if pending {
-                self.commit(o, false)?;
-            }
-        }
+        self.commit_writes_except(ino, Some(fd))?;
         self.commit(fd, true)
     }
 
