@@ -699,3 +699,151 @@ fn readers_of_one_file_proceed_side_by_side_and_see_a_writer_on_another_lane() {
     drop((a, b, w, truncated));
     session.umount_and_join().unwrap();
 }
+
+/// A descriptor of the model test, and what it may do.
+struct ModelFd {
+    file: usize,
+    read: bool,
+    write: bool,
+    f: std::fs::File,
+    /// Where its last read ended.
+    read_end: u64,
+}
+
+/// One of `fds` that `can`, chosen by `n`.
+fn pick(fds: &[ModelFd], n: u64, can: fn(&ModelFd) -> bool) -> Option<usize> {
+    let ok: Vec<usize> = (0..fds.len()).filter(|&i| can(&fds[i])).collect();
+    (!ok.is_empty()).then(|| ok[n as usize % ok.len()])
+}
+
+#[test]
+fn descriptors_spread_over_the_lanes_act_as_one_file_system_against_a_model() {
+    use std::os::unix::fs::FileExt;
+    let Some((_cl, mnt, session)) = mounted() else {
+        return;
+    };
+    // Files of up to 4 blocks and a bit (4 slices), written, truncated and read through
+    // O_DIRECT descriptors (every call reaches the mount) opened read-only, write-only or
+    // both: read-only ones spread over the lanes while no writable one is open. One step at
+    // a time, so every read and size must be what the steps before left.
+    const FILES: usize = 3;
+    const MAX_END: u64 = 4 * 65536 + 5000;
+    let mut state = 0x5eed_0f1a_e5u64;
+    let mut next = move |n: u64| {
+        // splitmix64
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        (z ^ (z >> 31)) % n
+    };
+    let paths: Vec<_> = (0..FILES)
+        .map(|i| mnt.path().join(format!("model{i}")))
+        .collect();
+    for p in &paths {
+        std::fs::File::create_new(p).unwrap();
+    }
+    let mut model = vec![Vec::<u8>::new(); FILES];
+    let mut fds: Vec<ModelFd> = Vec::new();
+    for step in 0..8000 {
+        let r = next(1 << 20);
+        match next(10) {
+            0 | 1 if fds.len() < 9 => {
+                let file = (r % FILES as u64) as usize;
+                let (read, write) =
+                    [(true, false), (false, true), (true, true)][(r / 7 % 3) as usize];
+                let f = std::fs::OpenOptions::new()
+                    .read(read)
+                    .write(write)
+                    .custom_flags(libc::O_DIRECT)
+                    .open(&paths[file])
+                    .unwrap();
+                fds.push(ModelFd {
+                    file,
+                    read,
+                    write,
+                    f,
+                    read_end: 0,
+                });
+            }
+            2 if !fds.is_empty() => {
+                fds.swap_remove(r as usize % fds.len());
+            }
+            3..=5 => {
+                let Some(i) = pick(&fds, r, |d| d.write) else {
+                    continue;
+                };
+                let off = next(MAX_END);
+                let len = (1 + next(20_000)).min(MAX_END - off) as usize;
+                let data: Vec<u8> = (0..len).map(|_| next(256) as u8).collect();
+                fds[i].f.write_all_at(&data, off).unwrap();
+                let m = &mut model[fds[i].file];
+                let end = off as usize + len;
+                if m.len() < end {
+                    m.resize(end, 0);
+                }
+                m[off as usize..end].copy_from_slice(&data);
+            }
+            6..=7 => {
+                let Some(i) = pick(&fds, r, |d| d.read) else {
+                    continue;
+                };
+                // Half of them where the last ended: a sequential reader, which reads ahead.
+                let off = if r % 2 == 0 {
+                    fds[i].read_end
+                } else {
+                    next(MAX_END + 100)
+                };
+                let len = 1 + next(20_000) as usize;
+                let mut got = vec![0; len];
+                let mut n = 0;
+                while n < len {
+                    let k = fds[i].f.read_at(&mut got[n..], off + n as u64).unwrap();
+                    if k == 0 {
+                        break;
+                    }
+                    n += k;
+                }
+                fds[i].read_end = off + n as u64;
+                let m = &model[fds[i].file];
+                let want = m
+                    .get(off as usize..m.len().min(off as usize + len))
+                    .unwrap_or(&[]);
+                assert!(
+                    &got[..n] == want,
+                    "step {step}: read of {len} at {off} of file {}: {n} bytes, want {}",
+                    fds[i].file,
+                    want.len()
+                );
+            }
+            8 if !fds.is_empty() => {
+                let i = r as usize % fds.len();
+                let size = fds[i].f.metadata().unwrap().len();
+                assert_eq!(
+                    size,
+                    model[fds[i].file].len() as u64,
+                    "step {step}: fstat of file {}",
+                    fds[i].file
+                );
+            }
+            9 => {
+                let Some(i) = pick(&fds, r, |d| d.write) else {
+                    continue;
+                };
+                let size = next(MAX_END);
+                fds[i].f.set_len(size).unwrap();
+                model[fds[i].file].resize(size as usize, 0);
+            }
+            _ => {}
+        }
+    }
+    drop(fds);
+    for (p, m) in paths.iter().zip(&model) {
+        assert!(
+            std::fs::read(p).unwrap() == *m,
+            "{} after the last close",
+            p.display()
+        );
+    }
+    session.umount_and_join().unwrap();
+}
