@@ -728,7 +728,7 @@ fn descriptors_spread_over_the_lanes_act_as_one_file_system_against_a_model() {
     // a time, so every read and size must be what the steps before left.
     const FILES: usize = 3;
     const MAX_END: u64 = 4 * 65536 + 5000;
-    let mut state = 0x5eed_0f1a_e5u64;
+    let mut state = 0x005e_ed0f_1ae5_u64;
     let mut next = move |n: u64| {
         // splitmix64
         state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
