@@ -271,7 +271,8 @@ impl Lanes {
     }
 
     fn placement(&self) -> MutexGuard<'_, Placement> {
-        // Every update is a single map operation: a panic elsewhere leaves it whole.
+        // Nothing under this lock calls out; a panic inside (a bookkeeping bug) leaves at
+        // worst a count off by one: keep serving.
         self.placement.lock().unwrap_or_else(|p| p.into_inner())
     }
 
