@@ -1510,8 +1510,12 @@ impl Client {
                 Err(e) => failed = failed.or(Some(e)),
             }
         }
-        // Not made durable (not asked to, or an FSYNC failed): the next fsync's to do.
+        // Not made durable (not asked to, or an FSYNC failed): the next fsync's to do. Every
+        // fsync reaches the home slice anyway, so a small file (written at home only) costs
+        // the group nothing to remember.
         if !durable || failed.is_some() {
+            let mut synced = synced;
+            synced.remove(&(home.server, home.worker));
             let overflow = self.group.wrote(ino, synced);
             self.sync_slices(&overflow)?;
         }
