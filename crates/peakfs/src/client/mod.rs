@@ -1488,7 +1488,7 @@ impl Client {
         // FSYNC, through this descriptor or others, closed ones included: fsync(2) makes all
         // of a file's data durable (a package manager writes and closes files, then opens
         // each again to fsync it).
-        let synced = if durable {
+        let mut synced = if durable {
             let mut slices = self.group.take_unsynced(ino);
             slices.extend(dirty.iter().map(|(&k, &v)| (k, v)));
             for l in slices.values().filter(|l| self.layout.route(**l) != home) {
@@ -1514,7 +1514,6 @@ impl Client {
         // fsync reaches the home slice anyway, so a small file (written at home only) costs
         // the group nothing to remember.
         if !durable || failed.is_some() {
-            let mut synced = synced;
             synced.remove(&(home.server, home.worker));
             let overflow = self.group.wrote(ino, synced);
             self.sync_slices(&overflow)?;

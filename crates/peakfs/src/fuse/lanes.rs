@@ -115,20 +115,21 @@ impl Placement {
             o.writer = Some(lane);
             o.writers += 1;
         }
-        if o.held(lane).is_none() && o.lanes.len() == 1 {
-            // Shared from now on. Writes while it was not were not counted: count one, so
-            // the writer commits and the lane holding it forgets once, before reads elsewhere.
-            o.changes += 1;
-            self.shared += 1;
-        }
-        let changes = o.changes;
-        match o.held(lane) {
-            Some(h) => h.handles += 1,
-            None => o.lanes.push(Held {
+        if let Some(h) = o.held(lane) {
+            h.handles += 1;
+        } else {
+            if o.lanes.len() == 1 {
+                // Shared from now on. Writes while it was not were not counted: count one,
+                // so the writer commits and the lane holding it forgets once, before reads
+                // elsewhere.
+                o.changes += 1;
+                self.shared += 1;
+            }
+            o.lanes.push(Held {
                 lane,
                 handles: 1,
-                seen: changes,
-            }),
+                seen: o.changes,
+            });
         }
         self.per_lane[lane] += 1;
         lane
@@ -332,7 +333,12 @@ impl Lanes {
         f: impl FnOnce(&mut Client, u64) -> Result<T, ClientError>,
     ) -> Result<T, ClientError> {
         let (lane, fd) = self.lane_of_handle(fh)?;
-        let pending = self.placement().pending_for(ino, lane);
+        // A writer lane other than this one holds the inode only while it is shared.
+        let pending = if self.shared.load(Ordering::SeqCst) > 0 {
+            self.placement().pending_for(ino, lane)
+        } else {
+            None
+        };
         if let Some((writer, upto)) = pending {
             let mut w = self.lock(writer);
             w.commit_writes_of(ino)?;
